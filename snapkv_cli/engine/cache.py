@@ -1,0 +1,284 @@
+"""``SnapKVCache``: a transformers ``DynamicCache`` that compresses each layer's prompt KV at the end of the prefill.
+
+Decoding then appends to the compressed layers as usual. The attention modules must be prepared once with
+:func:`snapkv_cli.engine.hooks.prepare` so the cache can recompute the observation window's queries from each
+layer's hidden states (this works under any attention implementation: eager, sdpa, flash).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from transformers import DynamicCache
+
+from .attention import attention_probabilities
+from .families import attention_scaling, is_sliding_layer, logit_softcap, project_queries
+from .policies import POLICIES, LayerContext
+from .selection import gather_positions, select_kept_positions
+from .settings import CompressionSettings
+
+
+@dataclass
+class ChunkQueries:
+    """One prefill chunk's inputs to a layer's attention, from which any of its queries can be recomputed.
+
+    hidden_states: (batch, tokens, hidden); cos, sin: (batch, tokens, rotary_dim); start: position of token 0.
+    """
+
+    module: nn.Module
+    hidden_states: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
+    start: int
+
+    @property
+    def length(self) -> int:
+        return self.hidden_states.shape[1]
+
+    def queries(self, first: int, last: int) -> torch.Tensor:
+        """(batch, query_heads, last - first, head_dim) rotated queries of chunk tokens [first, last)."""
+        return project_queries(
+            self.module, self.hidden_states[:, first:last], self.cos[:, first:last], self.sin[:, first:last]
+        )
+
+    def positions(self, first: int, last: int) -> torch.Tensor:
+        return torch.arange(self.start + first, self.start + last, device=self.hidden_states.device)
+
+
+@dataclass
+class PendingLayer:
+    """What a layer gathers over the prefill chunks before it is compressed."""
+
+    window_queries: torch.Tensor | None = None  # (batch, query_heads, <= window, head_dim)
+    window_positions: torch.Tensor | None = None  # (<= window,)
+    accumulated_attention: torch.Tensor | None = None  # (batch, kv_heads, group, keys so far)
+
+    def absorb(self, chunk: ChunkQueries, keys: torch.Tensor, settings: CompressionSettings, accumulate: bool) -> None:
+        """Keep the latest ``window_size`` queries; optionally add this chunk's attention column sums.
+
+        keys: (batch, kv_heads, keys so far, head_dim), this chunk's included.
+        """
+        window = settings.window_size
+        first = max(0, chunk.length - window)
+        queries, positions = chunk.queries(first, chunk.length), chunk.positions(first, chunk.length)
+        if self.window_queries is not None:
+            queries = torch.cat([self.window_queries, queries], dim=2)[:, :, -window:]
+            positions = torch.cat([self.window_positions, positions])[-window:]
+        self.window_queries, self.window_positions = queries, positions
+        if accumulate:
+            self._accumulate(chunk, keys, settings.query_block_size)
+
+    def _accumulate(self, chunk: ChunkQueries, keys: torch.Tensor, block_size: int) -> None:
+        scaling, softcap = attention_scaling(chunk.module), logit_softcap(chunk.module)
+        total = None
+        for first in range(0, chunk.length, block_size):
+            last = min(first + block_size, chunk.length)
+            probabilities = attention_probabilities(
+                chunk.queries(first, last), keys, chunk.positions(first, last), scaling, softcap
+            )
+            block_sum = probabilities.sum(dim=3)
+            total = block_sum if total is None else total + block_sum
+        if self.accumulated_attention is not None:
+            grown = keys.shape[2] - self.accumulated_attention.shape[-1]
+            total = total + torch.nn.functional.pad(self.accumulated_attention, (0, grown))
+        self.accumulated_attention = total
+
+
+@dataclass
+class LayerRecord:
+    """What happened to one layer's prompt cache.
+
+    kept_positions: (batch, kv_heads, kept) ascending prompt positions; scores: (batch, kv_heads, prompt_length)
+    policy scores, or None when nothing was scored (the prompt fitted, the method keeps all, or a sliding layer).
+    """
+
+    layer: int
+    prompt_length: int
+    capacity: int
+    kept_positions: torch.Tensor
+    scores: torch.Tensor | None
+    bytes_before: int
+    bytes_after: int
+    sliding: bool = False
+
+    @property
+    def compressed(self) -> bool:
+        return self.kept_positions.shape[-1] < self.prompt_length
+
+    def kept_scores(self) -> torch.Tensor | None:
+        """(batch, kv_heads, kept) scores of the kept positions."""
+        if self.scores is None:
+            return None
+        return self.scores.gather(-1, self.kept_positions.to(self.scores.device))
+
+
+def _state_bytes(*tensors: torch.Tensor) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class SnapKVCache(DynamicCache):
+    """A ``DynamicCache`` whose prompt part is compressed by SnapKV (or another policy) as the prefill runs.
+
+    Usage::
+
+        prepare(model)  # once per model
+        cache = SnapKVCache(window_size=32, max_capacity_prompt=4096, kernel_size=5, pooling="avgpool")
+        model.generate(inputs, past_key_values=cache)
+
+    Each layer is compressed right after its keys and values are stored, so at most one layer's uncompressed
+    prompt KV is alive (the one its own attention is using). ``records`` tells, per layer, what was kept.
+    Inside :meth:`deferred`, forwards only store (chunked prefill, a shared document prefix); the first forward
+    outside it compresses, selecting with the last ``window_size`` prompt tokens' queries over all keys.
+    """
+
+    def __init__(
+        self,
+        window_size: int = 32,
+        max_capacity_prompt: int | float = 4096,
+        kernel_size: int = 5,
+        pooling: str = "avgpool",
+        *,
+        method: str = "snapkv",
+        gqa_aggregation: str = "mean",
+        settings: CompressionSettings | None = None,
+        config=None,
+    ):
+        super().__init__(config=config)
+        self.settings = settings or CompressionSettings(
+            method=method,
+            window_size=window_size,
+            max_capacity_prompt=max_capacity_prompt,
+            kernel_size=kernel_size,
+            pooling=pooling,
+            gqa_aggregation=gqa_aggregation,
+        )
+        self.policy = POLICIES[self.settings.method](self.settings)
+        self.records: dict[int, LayerRecord] = {}
+        self._pending: dict[int, PendingLayer] = {}
+        self._chunks: dict[int, ChunkQueries] = {}
+        self._deferring = False
+
+    # -- called by the prepared model's hooks ----------------------------------------------------------------
+    def bind_config(self, config) -> None:
+        """Lay out the layers as ``DynamicCache(config=config)`` would (sliding-window layers stay sliding).
+
+        Called before the first forward, so a cache built without a config still masks hybrid models right.
+        """
+        if self.layer_class_to_replicate is None or self.layers:
+            return
+        layers = DynamicCache(config=config).layers
+        if layers:
+            self.layers, self.layer_class_to_replicate = layers, None
+
+    def observe(self, module: nn.Module, hidden_states: torch.Tensor, position_embeddings) -> None:
+        """Remember this forward's attention inputs for a layer that is not compressed yet."""
+        layer_idx = module.layer_idx
+        if layer_idx in self.records:
+            return
+        cos, sin = position_embeddings
+        self._chunks[layer_idx] = ChunkQueries(module, hidden_states, cos, sin, self.get_seq_length(layer_idx))
+
+    # -- transformers' Cache API -----------------------------------------------------------------------------
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """Store like ``DynamicCache``; return the full keys/values for this forward's attention.
+
+        key_states, value_states: (batch, kv_heads, new_tokens, head_dim).
+        """
+        keys, values = super().update(key_states, value_states, layer_idx, *args, **kwargs)
+        if layer_idx in self.records:
+            return keys, values
+        chunk = self._chunks.pop(layer_idx, None)
+        if chunk is None:
+            raise RuntimeError(
+                "SnapKVCache got keys without the layer's hidden states: call snapkv_cli.prepare(model) once "
+                "before running the model with this cache"
+            )
+        if is_sliding_layer(chunk.module):
+            self._record_uncompressed(layer_idx, keys, values, sliding=True)
+            return keys, values
+        pending = self._pending.setdefault(layer_idx, PendingLayer())
+        pending.absorb(chunk, keys, self.settings, self.policy.accumulates_attention)
+        if not self._deferring:
+            self._compress(layer_idx, chunk.module, keys, values, self._pending.pop(layer_idx))
+        return keys, values
+
+    @contextmanager
+    def deferred(self):
+        """Forwards inside only store the prompt; compression waits for the first forward after it."""
+        self._deferring = True
+        try:
+            yield self
+        finally:
+            self._deferring = False
+
+    # -- compression -----------------------------------------------------------------------------------------
+    def _compress(self, layer_idx: int, module: nn.Module, keys: torch.Tensor, values: torch.Tensor,
+                  pending: PendingLayer) -> None:
+        prompt_length = keys.shape[2]
+        num_layers = module.config.num_hidden_layers
+        capacity = self.policy.capacity(layer_idx, num_layers, prompt_length)
+        if not self.policy.compresses or capacity >= prompt_length:
+            self._record_uncompressed(layer_idx, keys, values, capacity=capacity)
+            return
+        context = LayerContext(
+            layer_idx=layer_idx,
+            num_layers=num_layers,
+            keys=keys,
+            window_queries=pending.window_queries,
+            window_positions=pending.window_positions,
+            scaling=attention_scaling(module),
+            softcap=logit_softcap(module),
+            settings=self.settings,
+            accumulated_attention=pending.accumulated_attention,
+        )
+        scores = self.policy.scores(context)
+        kept_positions = select_kept_positions(scores, self.settings.window_size, capacity)
+        layer = self.layers[layer_idx]
+        layer.keys = gather_positions(keys, kept_positions)
+        layer.values = gather_positions(values, kept_positions)
+        self.records[layer_idx] = LayerRecord(
+            layer=layer_idx,
+            prompt_length=prompt_length,
+            capacity=capacity,
+            kept_positions=kept_positions,
+            scores=scores.float(),
+            bytes_before=_state_bytes(keys, values),
+            bytes_after=_state_bytes(layer.keys, layer.values),
+        )
+
+    def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor, *,
+                             capacity: int | None = None, sliding: bool = False) -> None:
+        batch, kv_heads, prompt_length = keys.shape[:3]
+        stored = self.layers[layer_idx]
+        self.records[layer_idx] = LayerRecord(
+            layer=layer_idx,
+            prompt_length=prompt_length,
+            capacity=prompt_length if capacity is None else capacity,
+            kept_positions=torch.arange(prompt_length, device=keys.device).expand(batch, kv_heads, prompt_length),
+            scores=None,
+            bytes_before=_state_bytes(keys, values),
+            bytes_after=_state_bytes(stored.keys, stored.values),
+            sliding=sliding,
+        )
+
+    # -- reporting -------------------------------------------------------------------------------------------
+    @property
+    def prompt_length(self) -> int:
+        return max((record.prompt_length for record in self.records.values()), default=0)
+
+    def summary(self) -> dict:
+        """Cache sizes before and after compression, over all recorded layers."""
+        records = [self.records[i] for i in sorted(self.records)]
+        bytes_before = sum(r.bytes_before for r in records)
+        bytes_after = sum(r.bytes_after for r in records)
+        kept = [r.kept_positions.shape[-1] for r in records]
+        return {
+            "tokens_before": self.prompt_length,
+            "tokens_after": round(sum(kept) / len(kept), 2) if kept else 0,
+            "bytes_before": bytes_before,
+            "bytes_after": bytes_after,
+            "compression_ratio": round(bytes_before / bytes_after, 4) if bytes_after else 1.0,
+        }

@@ -1,0 +1,17 @@
+"""Random eviction: a control that any real policy must beat."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import LayerContext, Policy
+
+
+class RandomPolicy(Policy):
+    name = "random"
+    description = "uniformly random positions (a control)"
+
+    def scores(self, context: LayerContext) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(self.settings.seed * 1_000_003 + context.layer_idx)
+        shape = context.keys.shape[:3]
+        return torch.rand(shape, generator=generator).to(context.keys.device)

@@ -1,0 +1,79 @@
+"""Compression settings shared by every policy, validated once."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+POOLINGS = ("avgpool", "maxpool")
+GQA_AGGREGATIONS = ("mean", "max")
+
+
+@dataclass(frozen=True)
+class CompressionSettings:
+    """What to keep of a prompt's KV cache.
+
+    ``max_capacity_prompt`` is the number of prompt tokens each layer and KV head keeps (the
+    observation window included), or, when it is a float in (0, 1), that fraction of the prompt.
+    """
+
+    method: str = "snapkv"
+    window_size: int = 32
+    max_capacity_prompt: int | float = 4096
+    kernel_size: int = 5
+    pooling: str = "avgpool"
+    gqa_aggregation: str = "mean"
+    sink_tokens: int = 4
+    pyramid_beta: int = 20
+    query_block_size: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        from .policies import POLICY_NAMES
+
+        if self.method not in POLICY_NAMES:
+            raise ValueError(f"unknown method {self.method!r}: choose one of {', '.join(POLICY_NAMES)}")
+        if not isinstance(self.window_size, int) or self.window_size < 1:
+            raise ValueError(f"window_size must be a positive integer, got {self.window_size!r}")
+        capacity = self.max_capacity_prompt
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, float)):
+            raise ValueError(f"max_capacity_prompt must be a token count or a fraction, got {capacity!r}")
+        if isinstance(capacity, float) and not capacity.is_integer():
+            if not 0.0 < capacity < 1.0:
+                raise ValueError(
+                    f"max_capacity_prompt {capacity} is neither a token count nor a fraction in (0, 1): "
+                    "give e.g. 1024 or 0.1"
+                )
+        elif int(capacity) <= self.window_size:
+            raise ValueError(
+                f"max_capacity_prompt ({int(capacity)}) must exceed window_size ({self.window_size}): "
+                "raise the budget or shrink the window"
+            )
+        if not isinstance(self.kernel_size, int) or self.kernel_size < 1 or self.kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be a positive odd integer such as 5 or 7, got {self.kernel_size!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {self.pooling!r}: choose avgpool or maxpool")
+        if self.gqa_aggregation not in GQA_AGGREGATIONS:
+            raise ValueError(f"unknown gqa_aggregation {self.gqa_aggregation!r}: choose mean or max")
+        if self.sink_tokens < 0 or self.pyramid_beta < 1 or self.query_block_size < 1:
+            raise ValueError("sink_tokens must be >= 0, pyramid_beta and query_block_size >= 1")
+
+    @property
+    def is_fraction(self) -> bool:
+        capacity = self.max_capacity_prompt
+        return isinstance(capacity, float) and not capacity.is_integer()
+
+    def capacity_for(self, prompt_length: int) -> int:
+        """Tokens each layer/KV head keeps for a prompt of ``prompt_length`` tokens (before per-layer allocation)."""
+        if not self.is_fraction:
+            return int(self.max_capacity_prompt)
+        capacity = math.ceil(self.max_capacity_prompt * prompt_length)
+        if capacity <= self.window_size and prompt_length > self.window_size:
+            raise ValueError(
+                f"budget fraction {self.max_capacity_prompt} of a {prompt_length}-token prompt is {capacity} tokens, "
+                f"not more than the window ({self.window_size}): raise the budget or shrink the window"
+            )
+        return capacity
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}

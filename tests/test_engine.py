@@ -1,0 +1,272 @@
+"""The engine on tiny random models of every supported family: exact window attention, faithful selection."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings as hypothesis_settings, strategies as st
+from tiny_models import FAMILIES, tiny_model, prompt_ids
+from transformers import DynamicCache
+
+from snapkv_cli import CompressionSettings, POLICY_NAMES, SnapKVCache, prepare
+from snapkv_cli.engine.attention import attention_probabilities
+from snapkv_cli.engine.families import attention_scaling, logit_softcap
+
+
+def greedy_loop(model, input_ids, cache, new_tokens):
+    """A hand-written greedy decode: positions continue from the original prompt length."""
+    prompt_length = input_ids.shape[1]
+    with torch.no_grad():
+        logits = model(input_ids, past_key_values=cache, use_cache=True).logits
+        tokens = []
+        for step in range(new_tokens):
+            next_token = logits[:, -1].argmax(-1, keepdim=True)
+            tokens.append(int(next_token))
+            if tokens[-1] == model.generation_config.eos_token_id:
+                break
+            position = torch.tensor([[prompt_length + step]])
+            logits = model(next_token, past_key_values=cache, position_ids=position,
+                           cache_position=position[0], use_cache=True).logits
+    return tokens
+
+
+def generate(model, input_ids, cache, new_tokens):
+    with torch.no_grad():
+        output = model.generate(input_ids, past_key_values=cache, max_new_tokens=new_tokens, do_sample=False,
+                                pad_token_id=0)
+    return output[0, input_ids.shape[1]:].tolist()
+
+
+def full_attention_layers(model):
+    return [i for i, t in enumerate(getattr(model.config, "layer_types", None) or []) if t == "full_attention"] or list(
+        range(model.config.num_hidden_layers))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_window_attention_equals_eager_attention_rows(family):
+    model = prepare(tiny_model(family, "eager"))
+    input_ids = prompt_ids(48)
+    window = 8
+    cache = SnapKVCache(window_size=window, max_capacity_prompt=16)
+    with torch.no_grad(), cache.deferred():
+        output = model(input_ids, past_key_values=cache, use_cache=True, output_attentions=True)
+    attention_modules = [layer.self_attn for layer in model.model.layers]
+    for layer_idx in full_attention_layers(model):
+        pending = cache._pending[layer_idx]
+        module = attention_modules[layer_idx]
+        keys = cache.layers[layer_idx].keys
+        recomputed = attention_probabilities(pending.window_queries, keys, pending.window_positions,
+                                             attention_scaling(module), logit_softcap(module))
+        batch, kv_heads, group = recomputed.shape[:3]
+        eager = output.attentions[layer_idx][:, :, -window:, :].reshape(batch, kv_heads, group, window, -1)
+        torch.testing.assert_close(recomputed, eager.float(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_budget_at_least_prompt_is_token_identical_to_uncompressed(family):
+    model = prepare(tiny_model(family))
+    input_ids = prompt_ids(40, seed=1)
+    plain = generate(model, input_ids, DynamicCache(), 12)
+    cache = SnapKVCache(window_size=8, max_capacity_prompt=40, kernel_size=5)
+    assert generate(model, input_ids, cache, 12) == plain
+    assert all(not record.compressed for record in cache.records.values())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generate_matches_hand_written_loop_on_compressed_cache(family):
+    model = prepare(tiny_model(family))
+    input_ids = prompt_ids(90, seed=2)
+    make = lambda: SnapKVCache(window_size=8, max_capacity_prompt=32, kernel_size=5, pooling="maxpool")
+    cache = make()
+    tokens = generate(model, input_ids, cache, 10)
+    assert tokens == greedy_loop(model, input_ids, make(), 10)
+    compressed = [record for record in cache.records.values() if not record.sliding]
+    assert compressed and all(record.kept_positions.shape[-1] == 32 for record in compressed)
+    assert any(record.compressed for record in compressed)
+
+
+def test_decoding_on_compressed_cache_equals_masked_full_attention():
+    """StreamingLLM keeps the same positions in every layer and head, so a 4-D mask reproduces its compressed cache:
+    the first decoded token's logits must match a full forward that hides the evicted positions from it. This pins
+    down that kept keys keep their rotary positions and decoding continues at the original prompt length."""
+    model = prepare(tiny_model("llama", "eager"))
+    input_ids = prompt_ids(60, seed=3)
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=20, method="streamingllm")
+    with torch.no_grad():
+        logits = model(input_ids, past_key_values=cache, use_cache=True).logits
+        next_token = logits[:, -1].argmax(-1, keepdim=True)
+        position = torch.tensor([[60]])
+        decoded = model(next_token, past_key_values=cache, position_ids=position, cache_position=position[0],
+                        use_cache=True).logits[0, -1]
+        kept = cache.records[0].kept_positions[0, 0]
+        assert all(torch.equal(r.kept_positions[0, h], kept) for r in cache.records.values() for h in range(2))
+        allowed = torch.tril(torch.ones(61, 61, dtype=torch.bool))
+        allowed[60] = False
+        allowed[60, kept] = True
+        allowed[60, 60] = True
+        mask = torch.zeros(1, 1, 61, 61).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        reference = model(torch.cat([input_ids, next_token], 1), attention_mask=mask).logits[0, -1]
+    torch.testing.assert_close(decoded, reference, atol=1e-4, rtol=1e-4)
+
+
+def test_tova_keeps_one_selection_per_layer():
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=20, method="tova")
+    with torch.no_grad():
+        model(prompt_ids(60, seed=3), past_key_values=cache, use_cache=True)
+    for record in cache.records.values():
+        assert torch.equal(record.kept_positions[0, 0], record.kept_positions[0, 1])
+
+
+def test_h2o_scores_are_attention_summed_over_all_queries():
+    model = prepare(tiny_model("llama", "eager"))
+    input_ids = prompt_ids(70, seed=4)
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=30, method="h2o", gqa_aggregation="mean",
+                        settings=CompressionSettings(method="h2o", window_size=4, max_capacity_prompt=30,
+                                                     query_block_size=16))
+    with torch.no_grad():
+        output = model(input_ids, past_key_values=cache, use_cache=True, output_attentions=True)
+    for layer_idx, record in cache.records.items():
+        attentions = output.attentions[layer_idx][0]  # (heads, queries, keys)
+        expected = attentions.sum(dim=1).reshape(2, 3, -1).mean(dim=1)
+        torch.testing.assert_close(record.scores[0], expected.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_layers_are_compressed_one_after_another_during_prefill():
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=20)
+    seen = []
+
+    def check(module, args, kwargs):
+        seen.append([cache.layers[i].keys.shape[2] for i in range(module.layer_idx)])
+
+    handles = [layer.self_attn.register_forward_pre_hook(check, with_kwargs=True) for layer in model.model.layers]
+    try:
+        with torch.no_grad():
+            model(prompt_ids(64), past_key_values=cache, use_cache=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen == [[], [20], [20, 20]]
+
+
+def test_cache_reports_sizes():
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=25)
+    with torch.no_grad():
+        model(prompt_ids(100), past_key_values=cache, use_cache=True)
+    summary = cache.summary()
+    per_token = 3 * 2 * 2 * 16 * 4  # layers x (k, v) x kv heads x head_dim x float32
+    assert summary["tokens_before"] == 100 and summary["tokens_after"] == 25
+    assert summary["bytes_before"] == 100 * per_token and summary["bytes_after"] == 25 * per_token
+    assert summary["compression_ratio"] == 4.0
+    record = cache.records[1]
+    assert record.kept_scores().shape == (1, 2, 25)
+
+
+def test_budget_fraction_resolves_against_prompt_length():
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=0.25)
+    with torch.no_grad():
+        model(prompt_ids(100), past_key_values=cache, use_cache=True)
+    assert {r.kept_positions.shape[-1] for r in cache.records.values()} == {25}
+
+
+def test_pyramidkv_budgets_shrink_with_depth_and_keep_the_mean():
+    from snapkv_cli.engine.policies import POLICIES
+
+    policy = POLICIES["pyramidkv"](CompressionSettings(method="pyramidkv", window_size=32, max_capacity_prompt=1024))
+    budgets = [policy.capacity(layer, 30, 8000) for layer in range(30)]
+    assert budgets == sorted(budgets, reverse=True) and budgets[0] > budgets[-1] > 32
+    assert abs(sum(budgets) / 30 - 1024) <= 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, fragment",
+    [
+        (dict(window_size=32, max_capacity_prompt=32), "must exceed window_size"),
+        (dict(kernel_size=0), "kernel_size"),
+        (dict(kernel_size=4), "odd"),
+        (dict(pooling="median"), "avgpool or maxpool"),
+        (dict(method="magic"), "choose one of"),
+        (dict(max_capacity_prompt=1.5), "fraction"),
+        (dict(gqa_aggregation="sum"), "mean or max"),
+    ],
+)
+def test_bad_settings_raise_value_error_naming_the_fix(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        SnapKVCache(**kwargs)
+
+
+def test_padded_batches_are_refused():
+    model = prepare(tiny_model("llama"))
+    input_ids = torch.cat([prompt_ids(20), prompt_ids(20, seed=9)])
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, :3] = 0
+    with pytest.raises(ValueError, match="padded batches"), torch.no_grad():
+        model(input_ids, attention_mask=attention_mask, past_key_values=SnapKVCache(4, 10), use_cache=True)
+
+
+def test_unprepared_model_is_a_clear_error():
+    from snapkv_cli import unprepare
+
+    model = tiny_model("qwen2")
+    unprepare(model)
+    with pytest.raises(RuntimeError, match="prepare"), torch.no_grad():
+        model(prompt_ids(20), past_key_values=SnapKVCache(4, 10), use_cache=True)
+
+
+def test_unsupported_family_names_the_supported_ones():
+    import transformers
+
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=50)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    with pytest.raises(ValueError, match="supported families: Llama, Mistral"):
+        prepare(model)
+
+
+def test_batch_of_equal_length_prompts_selects_per_row():
+    model = prepare(tiny_model("llama"))
+    input_ids = torch.cat([prompt_ids(50, seed=5), prompt_ids(50, seed=6)])
+    cache = SnapKVCache(window_size=4, max_capacity_prompt=20)
+    with torch.no_grad():
+        model(input_ids, past_key_values=cache, use_cache=True)
+    single = SnapKVCache(window_size=4, max_capacity_prompt=20)
+    with torch.no_grad():
+        model(input_ids[1:], past_key_values=single, use_cache=True)
+    assert torch.equal(cache.records[2].kept_positions[1], single.records[2].kept_positions[0])
+
+
+@hypothesis_settings(max_examples=40, deadline=None)
+@given(
+    prompt_length=st.integers(min_value=6, max_value=160),
+    window_size=st.integers(min_value=1, max_value=16),
+    extra=st.integers(min_value=1, max_value=120),
+    kernel_size=st.sampled_from([1, 3, 5, 7, 15]),
+    pooling=st.sampled_from(["avgpool", "maxpool"]),
+    method=st.sampled_from(POLICY_NAMES),
+    aggregation=st.sampled_from(["mean", "max"]),
+)
+def test_selection_invariants(prompt_length, window_size, extra, kernel_size, pooling, method, aggregation):
+    model = prepare(tiny_model("llama"))
+    input_ids = prompt_ids(prompt_length, seed=prompt_length)
+    capacity = window_size + extra
+    cache = SnapKVCache(window_size, capacity, kernel_size, pooling, method=method, gqa_aggregation=aggregation)
+    reference = DynamicCache()
+    with torch.no_grad():
+        model(input_ids, past_key_values=cache, use_cache=True)
+        model(input_ids, past_key_values=reference, use_cache=True)
+    num_layers = model.config.num_hidden_layers
+    assert sorted(cache.records) == list(range(num_layers))
+    for layer_idx, record in cache.records.items():
+        layer_capacity = cache.policy.capacity(layer_idx, num_layers, prompt_length)
+        expected = prompt_length if method == "full" else min(layer_capacity, prompt_length)
+        kept = record.kept_positions
+        assert kept.shape == (1, 2, expected)
+        assert bool((kept[..., 1:] > kept[..., :-1]).all()), "sorted and unique"
+        assert int(kept.min()) >= 0 and int(kept.max()) < prompt_length
+        window = torch.arange(max(0, prompt_length - window_size), prompt_length)
+        assert bool(torch.isin(window, kept[0, 0]).all()) and bool(torch.isin(window, kept[0, 1]).all())
+        full_keys = reference.layers[layer_idx].keys
+        index = kept.unsqueeze(-1).expand(-1, -1, -1, full_keys.shape[-1])
+        assert torch.equal(cache.layers[layer_idx].keys, full_keys.gather(2, index))

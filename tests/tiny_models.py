@@ -1,0 +1,50 @@
+"""Tiny randomly initialised models of every supported family, built from configs (no download)."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import transformers
+
+VOCAB = 96
+COMMON = dict(vocab_size=VOCAB, hidden_size=96, intermediate_size=128, num_hidden_layers=3, num_attention_heads=6,
+              num_key_value_heads=2, max_position_embeddings=2048, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+FAMILY_CONFIGS = {
+    "llama": lambda: transformers.LlamaConfig(**COMMON),
+    "mistral": lambda: transformers.MistralConfig(**COMMON, sliding_window=None),
+    "qwen2": lambda: transformers.Qwen2Config(**COMMON),
+    "qwen3": lambda: transformers.Qwen3Config(**COMMON, head_dim=16),
+    "gemma2": lambda: transformers.Gemma2Config(
+        **COMMON, head_dim=16, query_pre_attn_scalar=24, sliding_window=24, attn_logit_softcapping=30.0,
+        layer_types=["sliding_attention", "full_attention", "full_attention"]),
+    "gemma3_text": lambda: transformers.Gemma3TextConfig(
+        **COMMON, head_dim=16, query_pre_attn_scalar=16, sliding_window=24,
+        layer_types=["full_attention", "sliding_attention", "full_attention"]),
+    "phi3": lambda: transformers.Phi3Config(
+        **COMMON, rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}),
+}
+FAMILIES = tuple(FAMILY_CONFIGS)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_model(family: str = "llama", attn_implementation: str = "sdpa"):
+    """A deterministic tiny causal LM of ``family`` in float32, eval mode. Cached: do not mutate it."""
+    config = FAMILY_CONFIGS[family]()
+    if family == "gemma2":
+        attn_implementation = "eager"  # transformers offers Gemma 2 no sdpa path (soft-capping)
+    torch.manual_seed(1234)
+    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+    model.eval()
+    # random init leaves attention nearly uniform; sharpen it so selection has something to find
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if any(part in name for part in ("q_proj", "k_proj", "qkv_proj")):
+                parameter.mul_(8.0)
+    return model
+
+
+def prompt_ids(length: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(3, VOCAB, (1, length), generator=generator)
