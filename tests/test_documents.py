@@ -1,0 +1,405 @@
+"""Tests for snapkv_cli.documents and the example documents."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import logging
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pypdf
+import pytest
+
+from snapkv_cli.documents import (
+    Document,
+    Page,
+    decode_text,
+    html_to_text,
+    load_document,
+    parse_page_spec,
+)
+from snapkv_cli.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def _load_make_examples():
+    path = EXAMPLES / "make_examples.py"
+    spec = importlib.util.spec_from_file_location("make_examples", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_examples = _load_make_examples()
+
+PDF_PAGES = [f"# Page {n}\n\nThis is page {n}. The secret word is word{n}." for n in range(1, 7)]
+
+
+def user_error(match: str, *args, **kwargs) -> str:
+    """Call load_document, expecting a one-line UserError whose message contains ``match``."""
+    with pytest.raises(UserError) as info:
+        load_document(*args, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    assert match in message, message
+    return message
+
+
+def write(tmp_path: Path, name: str, data: bytes | str) -> str:
+    path = tmp_path / name
+    if isinstance(data, str):
+        path.write_text(data, encoding="utf-8")
+    else:
+        path.write_bytes(data)
+    return str(path)
+
+
+@pytest.fixture
+def six_page_pdf(tmp_path: Path) -> str:
+    return write(tmp_path, "six.pdf", make_examples.pdf_bytes(PDF_PAGES))
+
+
+def encrypted_pdf(user_password: str) -> bytes:
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(make_examples.pdf_bytes(PDF_PAGES[:2])))
+    writer.encrypt(user_password=user_password, owner_password="owner")
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+# --- each kind of document loads ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".text", ".log", ".rst"])
+def test_text_file(tmp_path, suffix):
+    path = write(tmp_path, "notes" + suffix, "Line one.\r\nLine two.\n")
+    doc = load_document(path)
+    assert doc == Document(path, "text", (Page(1, "Line one.\nLine two."),))
+    assert doc.text == "Line one.\nLine two."
+
+
+@pytest.mark.parametrize("suffix", [".md", ".markdown"])
+def test_markdown_kept_as_is(tmp_path, suffix):
+    source = "# Title\n\nSome **bold** text and a [link](http://x.example).\n\n- item\n"
+    doc = load_document(write(tmp_path, "readme" + suffix, source))
+    assert doc.kind == "markdown"
+    assert doc.text == source.strip()
+
+
+HTML = """<!DOCTYPE html>
+<html><head><title>Ignored title</title><style>p { color: red }</style>
+<script>var hidden = "script text";</script></head>
+<body><h1>Report &amp; summary</h1>
+<p>Hello    <b>world</b>,
+   this&nbsp;is &lt;text&gt;.</p><script>alert("no")</script><noscript>no js</noscript>
+<template><p>template text</p></template>
+<ul><li>first</li><li>second</li></ul>
+<table><tr><td>a</td><td>b</td></tr></table>
+<div>line<br>break</div>
+</body></html>"""
+
+
+@pytest.mark.parametrize("suffix", [".html", ".htm"])
+def test_html_visible_text_only(tmp_path, suffix):
+    doc = load_document(write(tmp_path, "page" + suffix, HTML))
+    assert doc.kind == "html"
+    assert doc.text == (
+        "Report & summary\n\nHello world, this is <text>.\n\nfirst\nsecond\n\na b\n\nline\nbreak"
+    )
+    for hidden in ("Ignored title", "color", "script text", "alert", "no js", "template text"):
+        assert hidden not in doc.text
+
+
+def test_html_unclosed_head_and_pre():
+    assert html_to_text("<html><head><title>t</title><body><p>shown</p>") == "shown"
+    assert html_to_text("<p>x</p><pre>  a\n    b</pre>") == "x\n\n  a\n    b"
+
+
+def test_pdf_pages(six_page_pdf):
+    doc = load_document(six_page_pdf)
+    assert doc.kind == "pdf"
+    assert [page.number for page in doc.pages] == [1, 2, 3, 4, 5, 6]
+    for page in doc.pages:
+        assert f"The secret word is word{page.number}." in page.text
+
+
+def test_pdf_escaping_round_trips(tmp_path):
+    text = r"Parentheses (like these), a back\slash and caf" + "\u00e9 \u201cquotes\u201d."
+    doc = load_document(write(tmp_path, "esc.pdf", make_examples.pdf_bytes([text])))
+    assert doc.text == text
+
+
+def test_pdf_blank_pages_are_left_out(tmp_path):
+    doc = load_document(write(tmp_path, "gap.pdf", make_examples.pdf_bytes(["one", "", "three"])))
+    assert [page.number for page in doc.pages] == [1, 3]
+
+
+def test_unknown_extension_utf8_is_text(tmp_path):
+    assert load_document(write(tmp_path, "data.csv", "a,b\n1,2\n")).kind == "text"
+    assert load_document(write(tmp_path, "NOTES", "no extension")).text == "no extension"
+
+
+def test_unknown_extension_pdf_bytes_is_pdf(tmp_path):
+    path = write(tmp_path, "report.bin", make_examples.pdf_bytes(["hi"]))
+    assert load_document(path).kind == "pdf"
+
+
+# --- page selection ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("3", [3]), ("2-3,5", [2, 3, 5]), ("5-", [5, 6]), (" 1 , 3 - 4 ", [1, 3, 4]),
+     ("4,1-2,2", [1, 2, 4]), ("1-6", [1, 2, 3, 4, 5, 6])],
+)  # fmt: skip
+def test_pdf_page_selection(six_page_pdf, spec, expected):
+    doc = load_document(six_page_pdf, pages=spec)
+    assert [page.number for page in doc.pages] == expected
+    assert all(f"word{page.number}." in page.text for page in doc.pages)
+
+
+@pytest.mark.parametrize(
+    ("spec", "hint"),
+    [("abc", "like 3-7,10"), ("1-2-3", "like 3-7,10"), (",", "like 3-7,10"),
+     ("-3", "like 3-7,10"), ("0", "numbered from 1"), ("0-2", "numbered from 1"),
+     ("5-3", "write 3-5"),
+     ("7", "out of range"), ("2-9", "out of range"), ("7-", "out of range")],
+)  # fmt: skip
+def test_bad_page_selection(six_page_pdf, spec, hint):
+    message = user_error(hint, six_page_pdf, pages=spec)
+    assert "has 6 pages" in message
+
+
+def test_parse_page_spec_directly():
+    assert parse_page_spec("2-", 3, "x") == [2, 3]
+    with pytest.raises(UserError, match="x has 1 page\\)"):
+        parse_page_spec("1-x", 1, "x")
+
+
+def test_form_feed_pages(tmp_path):
+    path = write(tmp_path, "ff.txt", "first page\fsecond page\f\fthird? no, fourth\f")
+    doc = load_document(path)
+    assert [(p.number, p.text) for p in doc.pages] == [
+        (1, "first page"), (2, "second page"), (4, "third? no, fourth")
+    ]  # fmt: skip
+    assert [p.number for p in load_document(path, pages="2-").pages] == [2, 4]
+    user_error("has 4 pages", path, pages="5")
+    user_error("no text in pages 3", path, pages="3")
+
+
+def test_one_page_text_accepts_page_1_only(tmp_path):
+    path = write(tmp_path, "one.md", "only page")
+    assert load_document(path, pages="1").text == "only page"
+    user_error("has 1 page;", path, pages="2")
+
+
+def test_page_spans_map_back_to_pages(six_page_pdf, tmp_path):
+    docs = [
+        load_document(six_page_pdf, pages="2,4-5"),
+        load_document(write(tmp_path, "ff.txt", "a\fbb\f\fccc")),
+    ]
+    for doc in docs:
+        spans = doc.page_spans()
+        assert [number for number, _, _ in spans] == [page.number for page in doc.pages]
+        for (number, start, end), page in zip(spans, doc.pages):
+            assert doc.text[start:end] == page.text
+        for (_, _, end), (_, next_start, _) in zip(spans, spans[1:]):
+            assert doc.text[end:next_start] == "\n\n"
+        assert spans[0][1] == 0 and spans[-1][2] == len(doc.text)
+
+
+# --- stdin -------------------------------------------------------------------------------
+
+
+def test_stdin_text_bytes():
+    doc = load_document("-", stdin=io.BytesIO(b"\xef\xbb\xbfpiped text\n"))
+    assert doc == Document("<stdin>", "text", (Page(1, "piped text"),))
+
+
+def test_stdin_text_stream():
+    assert load_document("-", stdin=io.StringIO("from a text stream")).text == "from a text stream"
+
+
+def test_stdin_html_is_sniffed():
+    doc = load_document("-", stdin=io.BytesIO(b"  \n<!DOCTYPE HTML><p>hi<script>x</script></p>"))
+    assert (doc.kind, doc.text) == ("html", "hi")
+    assert load_document("-", stdin=io.StringIO("<HTML><body>yo</body></html>")).kind == "html"
+
+
+def test_stdin_pdf_bytes_with_pages():
+    data = make_examples.pdf_bytes(PDF_PAGES)
+    doc = load_document("-", pages="6", stdin=io.BytesIO(data))
+    assert (doc.source, doc.kind, doc.pages[0].number) == ("<stdin>", "pdf", 6)
+
+
+def test_stdin_defaults_to_sys_stdin_buffer(monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"default stdin")))
+    assert load_document("-").text == "default stdin"
+
+
+def test_stdin_terminal_is_refused():
+    class Terminal(io.BytesIO):
+        def isatty(self):
+            return True
+
+    user_error("no document on stdin: pipe one in", "-", stdin=Terminal(b"typed"))
+
+
+def test_empty_stdin():
+    user_error("<stdin>' has no text", "-", stdin=io.BytesIO(b" \n\t"))
+
+
+# --- text decoding -----------------------------------------------------------------------
+
+
+def test_cp1252_fallback(tmp_path):
+    doc = load_document(write(tmp_path, "win.txt", b"caf\xe9 \x93quoted\x94 \x80 5"))
+    assert doc.text == "caf\u00e9 \u201cquoted\u201d \u20ac 5"
+
+
+def test_decode_text_fallbacks():
+    assert decode_text("gr\u00fc\u00df".encode()) == "gr\u00fc\u00df"
+    assert decode_text(b"\xef\xbb\xbfbom\r\nline\rmac") == "bom\nline\nmac"
+    assert decode_text(b"\x81\x8d\xe9") == "\x81\x8d\u00e9"  # not cp1252: latin-1
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    user_error("check the path", str(tmp_path / "nope.pdf"))
+
+
+def test_directory(tmp_path):
+    user_error("is a directory", str(tmp_path))
+
+
+def test_unreadable_file(tmp_path, monkeypatch):
+    path = write(tmp_path, "secret.txt", "x")
+
+    def deny(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "read_bytes", deny)
+    user_error("permission denied; check its permissions", path)
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [("empty.txt", b""), ("blank.md", b" \n\n\t "), ("script.html", b"<script>x()</script>")],
+)
+def test_empty_document(tmp_path, name, data):
+    user_error("has no text", write(tmp_path, name, data))
+
+
+def test_scanned_pdf(tmp_path):
+    path = write(tmp_path, "scan.pdf", make_examples.pdf_bytes(["", ""]))
+    user_error("looks scanned; run OCR first, e.g. ocrmypdf", path)
+
+
+def test_pdf_without_pages(tmp_path):
+    user_error("has no pages", write(tmp_path, "none.pdf", make_examples.pdf_bytes([])))
+
+
+def test_scanned_selected_pages(tmp_path):
+    path = write(tmp_path, "mixed.pdf", make_examples.pdf_bytes(["text", ""]))
+    user_error("no extractable text in pages 2", path, pages="2")
+
+
+def test_encrypted_pdf(tmp_path):
+    path = write(tmp_path, "locked.pdf", encrypted_pdf("secret"))
+    user_error("is encrypted; decrypt it first, e.g. qpdf --decrypt", path)
+
+
+def test_encrypted_pdf_with_empty_password_loads(tmp_path):
+    doc = load_document(write(tmp_path, "owner_only.pdf", encrypted_pdf("")))
+    assert "word2." in doc.text
+
+
+@pytest.mark.parametrize(
+    ("name", "damage"),
+    [
+        ("truncated.pdf", lambda data: data[: len(data) // 2]),
+        ("garbage.pdf", lambda data: bytes(range(256)) * 20),
+        ("body.pdf", lambda data: b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n"),
+    ],
+)
+def test_damaged_pdf(tmp_path, name, damage):
+    path = write(tmp_path, name, damage(make_examples.pdf_bytes(PDF_PAGES)))
+    user_error("is it truncated or damaged?", path)
+    assert str(load_error(path)).startswith("could not read PDF")
+
+
+def load_error(path: str) -> UserError:
+    with pytest.raises(UserError) as info:
+        load_document(path)
+    return info.value
+
+
+def test_unsupported_binary(tmp_path):
+    user_error(
+        "unsupported file type '.bin': give a PDF, .txt, .md or .html file",
+        write(tmp_path, "blob.bin", b"\x00\x01\x02binary"),
+    )
+    user_error("'(no extension)'", write(tmp_path, "blob", b"\xff\xfe\x00x"))
+
+
+def test_pypdf_warnings_are_silenced(tmp_path, caplog):
+    data = make_examples.pdf_bytes(PDF_PAGES)
+    data = re.sub(rb"\n0000000015 00000 n", b"\n0000000099 00000 n", data)  # wrong offset
+    path = write(tmp_path, "offsets.pdf", data)
+    with caplog.at_level(logging.WARNING):
+        assert len(load_document(path).pages) == 6
+    assert not [r for r in caplog.records if r.name.startswith("pypdf")]
+    assert logging.getLogger("pypdf").level == logging.NOTSET
+
+
+def test_importing_module_does_not_import_pypdf():
+    code = "import sys, snapkv_cli.documents; assert 'pypdf' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# --- the example documents ---------------------------------------------------------------
+
+
+def test_committed_report_matches_generator():
+    assert (EXAMPLES / "annual_report.pdf").read_bytes() == make_examples.build_report()
+
+
+def readme_answers() -> dict[str, list[tuple[str, str, int | None]]]:
+    """``{file: [(question, answer, page)]}`` from examples/README.md."""
+    answers: dict[str, list[tuple[str, str, int | None]]] = {}
+    current = None
+    for line in (EXAMPLES / "README.md").read_text().splitlines():
+        if line.startswith("## "):
+            current = answers.setdefault(line[3:].strip(), [])
+        match = re.fullmatch(r"- Q: (.+?) A: (.+?)(?: \(page (\d+)\))?", line)
+        if match:
+            page = int(match.group(3)) if match.group(3) else None
+            current.append((match.group(1), match.group(2), page))
+    return answers
+
+
+def test_readme_answers_are_in_the_examples():
+    answers = readme_answers()
+    assert set(answers) == {"annual_report.pdf", "field_notes.txt"}
+    for name, qas in answers.items():
+        doc = load_document(str(EXAMPLES / name))
+        assert len(qas) >= 5
+        for question, answer, page in qas:
+            text = doc.pages[page - 1].text if page else doc.text
+            assert answer in " ".join(text.split()), (name, question)
+
+
+def test_report_shape():
+    doc = load_document(str(EXAMPLES / "annual_report.pdf"))
+    assert 4 <= len(doc.pages) <= 6
+    assert 1500 <= len(doc.text.split()) <= 2500
+    assert "The company's headquarters are in Tallinn." in " ".join(doc.text.split())
+    notes = load_document(str(EXAMPLES / "field_notes.txt"))
+    assert 800 <= len(notes.text.split()) <= 1200
