@@ -1,0 +1,219 @@
+"""Load a causal LM and its tokenizer: the default model, a .gguf file, a local
+directory or a Hugging Face id, on a chosen device and dtype."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from snapkv_cli.errors import UserError
+from snapkv_cli.models.default_model import DEFAULT_MODEL_NAME, ensure_default_model, is_default_model_name
+from snapkv_cli.models.hf_utils import (
+    no_gguf_progress_bar,
+    quiet_transformers,
+    set_hf_env,
+    short_reason,
+    strip_gguf_quantizer,
+)
+
+set_hf_env()
+
+Progress = Callable[[str], None]
+
+_DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+# torch.OutOfMemoryError is new in torch 2.5; older versions only have the CUDA one.
+_OOM: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
+_LOAD_HINT = "pass a local directory, a .gguf file, or a Hugging Face id (needs network on first use)"
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    name: str  # display name
+    source: str  # local path or hub id
+    device: torch.device
+    dtype: torch.dtype
+    load_seconds: float
+
+
+def resolve_device(device: str) -> torch.device:
+    """"auto" -> cuda if available else cpu; "cpu"; "cuda" / "cuda:N" (must exist)."""
+    key = (device or "auto").strip().lower()
+    if key == "auto":
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+    if key == "cpu":
+        return torch.device("cpu")
+    if key == "cuda" or key.startswith("cuda:"):
+        index: int | None = None
+        if key != "cuda":
+            suffix = key[len("cuda:") :]
+            if not suffix.isdigit():
+                raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
+            index = int(suffix)
+        if not torch.cuda.is_available():
+            raise UserError(f"device '{device}' requested but CUDA is not available; use --device cpu or auto")
+        if index is not None and index >= torch.cuda.device_count():
+            raise UserError(
+                f"device '{device}' does not exist (this machine has {torch.cuda.device_count()} CUDA "
+                f"device(s)); use cuda:0..cuda:{torch.cuda.device_count() - 1}"
+            )
+        return torch.device("cuda", index) if index is not None else torch.device("cuda")
+    raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """"auto" -> bfloat16 on CUDA with bf16 support, else float16 on CUDA, float32 on CPU."""
+    key = (dtype or "auto").strip().lower()
+    if key == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if key in _DTYPES:
+        return _DTYPES[key]
+    raise UserError(f"unknown dtype '{dtype}'; use auto, float32 (fp32), bfloat16 (bf16) or float16 (fp16)")
+
+
+def _looks_like_path(name: str) -> bool:
+    return (
+        name.startswith(("./", "../", "/", "~", ".\\", "..\\"))
+        or name.endswith(("/", "\\"))
+        or name in (".", "..")
+        or name.lower().endswith(".gguf")
+    )
+
+
+def load_model(
+    name: str | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    attn_implementation: str | None = None,
+    device_map: str | None = None,
+    progress: Progress | None = None,
+) -> LoadedModel:
+    """Load a model and tokenizer, in eval mode, on the resolved device and dtype.
+
+    ``name``: None or a default-model alias -> the embedded SmolLM2-135M-Instruct
+    (converted once into the cache); a path ending in ``.gguf`` -> dequantized GGUF;
+    an existing directory -> ``from_pretrained``; anything else -> a Hugging Face id.
+    With ``device_map`` set, placement is left to transformers/accelerate.
+    """
+    say = progress or (lambda _msg: None)
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    started = time.monotonic()
+
+    gguf_file: str | None = None
+    if is_default_model_name(name):
+        source_dir = ensure_default_model(progress=say)
+        source = str(source_dir)
+        display = DEFAULT_MODEL_NAME
+    else:
+        assert name is not None
+        raw = name.strip()
+        display = raw
+        path = Path(raw).expanduser()
+        if raw.lower().endswith(".gguf"):
+            if not path.is_file():
+                raise UserError(f"model path not found: {raw}; pass an existing .gguf file")
+            path = path.resolve()
+            source = str(path)
+            gguf_file = path.name
+        elif path.is_dir():
+            source = str(path.resolve())
+        elif path.exists():
+            raise UserError(f"model path {raw} is a file, not a model directory; pass a directory or a .gguf file")
+        elif _looks_like_path(raw):
+            raise UserError(f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id")
+        else:
+            source = raw  # a Hugging Face id
+
+    say(f"Loading {display} ({torch_dtype_name(torch_dtype)}, {torch_device})...")
+    model, tokenizer = _from_pretrained(
+        display, source, gguf_file, torch_dtype, torch_device, attn_implementation, device_map
+    )
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=display,
+        source=source,
+        device=_model_device(model, torch_device),
+        dtype=torch_dtype,
+        load_seconds=time.monotonic() - started,
+    )
+
+
+def torch_dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _model_device(model: Any, fallback: torch.device) -> torch.device:
+    try:
+        return next(model.parameters()).device
+    except (StopIteration, AttributeError, TypeError):
+        return fallback
+
+
+def _from_pretrained(
+    display: str,
+    source: str,
+    gguf_file: str | None,
+    torch_dtype: torch.dtype,
+    torch_device: torch.device,
+    attn_implementation: str | None,
+    device_map: str | None,
+) -> tuple[Any, Any]:
+    quiet_transformers()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+    except ImportError:  # pragma: no cover
+        HfHubHTTPError = OfflineModeIsEnabled = OSError  # type: ignore[misc,assignment]
+
+    location = str(Path(source).parent) if gguf_file else source
+    extra: dict[str, Any] = {}
+    if gguf_file:
+        extra["gguf_file"] = gguf_file
+    model_kwargs: dict[str, Any] = dict(extra, dtype=torch_dtype)
+    if attn_implementation:
+        model_kwargs["attn_implementation"] = attn_implementation
+    if device_map:
+        model_kwargs["device_map"] = device_map
+
+    try:
+        with no_gguf_progress_bar():
+            tokenizer = AutoTokenizer.from_pretrained(location, **extra)
+            model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
+    except _OOM:
+        raise UserError(
+            f"out of memory while loading model '{display}'; try a smaller --dtype, another --device, or a smaller model"
+        ) from None
+    except (OSError, ValueError, KeyError, ImportError, HfHubHTTPError, OfflineModeIsEnabled) as exc:
+        raise UserError(f"could not load model '{display}': {short_reason(exc)}; {_LOAD_HINT}") from None
+
+    if gguf_file:
+        strip_gguf_quantizer(model)  # weights are already dequantized plain tensors
+    if not device_map:
+        try:
+            model = model.to(torch_device)
+        except _OOM:
+            raise UserError(
+                f"out of memory moving model '{display}' to {torch_device}; try --dtype bf16/fp16 or --device cpu"
+            ) from None
+    model.eval()
+    return model, tokenizer

@@ -1,0 +1,171 @@
+"""Build the prompt: a template from ``prompts/`` around the document, the question at the very end.
+
+A template file holds an optional system message, a line ``---``, then the user message with ``{document}`` and
+``{question}``; ``{question}`` must close the user message so it lands in SnapKV's observation window. The model's
+chat template then wraps the messages. Every prompt token is tagged as document, question or template, and document
+tokens with their page number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .documents import Document
+from .errors import UserError
+
+DEFAULT_TEMPLATE = "qa"
+_DOC_MARK, _QUESTION_MARK = "\uE000DOCUMENT\uE000", "\uE000QUESTION\uE000"
+TRUNCATIONS = ("middle", "start", "end")
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    system: str | None
+    user: str
+
+
+def available_templates() -> list[str]:
+    return sorted(p.name[:-4] for p in resources.files("snapkv_cli.prompts").iterdir() if p.name.endswith(".txt"))
+
+
+def load_template(name_or_path: str | None = None) -> Template:
+    """A template by name (a file in ``prompts/``) or by path."""
+    name_or_path = name_or_path or DEFAULT_TEMPLATE
+    path = Path(name_or_path).expanduser()
+    if path.suffix == ".txt" or path.exists():
+        if not path.is_file():
+            raise UserError(f"template file not found: {name_or_path}")
+        text, name = path.read_text(encoding="utf-8"), path.stem
+    else:
+        packaged = resources.files("snapkv_cli.prompts") / f"{name_or_path}.txt"
+        if not packaged.is_file():
+            raise UserError(f"unknown template {name_or_path!r}: choose one of {', '.join(available_templates())} "
+                            "or give a path to a .txt template")
+        text, name = packaged.read_text(encoding="utf-8"), name_or_path
+    system, separator, user = text.partition("\n---\n")
+    if not separator:
+        system, user = None, text
+    user = user.strip()
+    if "{document}" not in user or not user.endswith("{question}"):
+        raise UserError(f"template {name!r} must contain {{document}} and end with {{question}} "
+                        "(the question must close the prompt to fall in the observation window)")
+    return Template(name=name, system=(system or "").strip() or None, user=user)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A tokenized prompt and what each token is.
+
+    input_ids: the prompt's token ids; document_span / question_span: [start, end) token ranges;
+    token_pages: the page number of each token (None outside the document).
+    """
+
+    text: str
+    input_ids: list[int]
+    document_span: tuple[int, int]
+    question_span: tuple[int, int]
+    token_pages: list[int | None]
+    truncated_document_tokens: int = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.input_ids)
+
+    def counts(self) -> dict[str, int]:
+        document = self.document_span[1] - self.document_span[0]
+        question = self.question_span[1] - self.question_span[0]
+        return {"document": document, "question": question, "template": self.length - document - question}
+
+    def window_report(self, window_size: int) -> dict:
+        """How much of the observation window (the last ``window_size`` tokens) is question."""
+        window_start = max(0, self.length - window_size)
+        overlap = max(0, self.question_span[1] - max(self.question_span[0], window_start))
+        question_tokens = self.question_span[1] - self.question_span[0]
+        return {
+            "window_size": min(window_size, self.length),
+            "question_tokens_in_window": overlap,
+            "question_tokens": question_tokens,
+            "question_fits": overlap == question_tokens,
+        }
+
+
+def _render(tokenizer, template: Template, document_text: str, question: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
+    """The chat-formatted prompt text and the character spans of the document and the question in it."""
+    user = template.user.replace("{document}", _DOC_MARK).replace("{question}", _QUESTION_MARK)
+    messages = ([{"role": "system", "content": template.system}] if template.system else []) + [
+        {"role": "user", "content": user}]
+    if getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    else:
+        rendered = "\n\n".join(m["content"] for m in messages) + "\n\nAnswer:"
+    before_doc, after_doc = rendered.split(_DOC_MARK)
+    middle, after_question = after_doc.split(_QUESTION_MARK)
+    doc_start = len(before_doc)
+    question_start = doc_start + len(document_text) + len(middle)
+    text = before_doc + document_text + middle + question + after_question
+    return text, (doc_start, doc_start + len(document_text)), (question_start, question_start + len(question))
+
+
+def _token_range(offsets: list[tuple[int, int]], chars: tuple[int, int]) -> tuple[int, int]:
+    inside = [i for i, (start, end) in enumerate(offsets) if end > chars[0] and start < chars[1] and end > start]
+    return (inside[0], inside[-1] + 1) if inside else (0, 0)
+
+
+def build_prompt(tokenizer, document: Document, question: str, template: Template,
+                 max_tokens: int | None = None, truncate: str | None = None) -> Prompt:
+    """Tokenize ``template`` filled with ``document`` and ``question`` (question last).
+
+    If the prompt exceeds ``max_tokens``: a :class:`UserError` unless ``truncate`` is middle (keep the beginning and
+    the end of the document, as LongBench does), start (drop the beginning) or end (drop the end).
+    """
+    question = question.strip()
+    if not question:
+        raise UserError("the question is empty: pass the question as the second argument")
+    document_text, dropped = document.text, 0
+    for _attempt in range(3):
+        prompt = _tokenize(tokenizer, template, document, document_text, question, dropped)
+        if max_tokens is None or prompt.length <= max_tokens:
+            return prompt
+        excess = prompt.length - max_tokens
+        if truncate is None:
+            raise UserError(f"the prompt has {prompt.length} tokens but at most {max_tokens} fit: select pages with "
+                            "--pages, or pass --truncate middle|start|end")
+        document_text, dropped = _truncate(tokenizer, document_text, excess + 8 * _attempt, truncate, dropped)
+    raise UserError("could not truncate the document to fit the context; select fewer pages with --pages")
+
+
+def _tokenize(tokenizer, template: Template, document: Document, document_text: str, question: str,
+              dropped: int) -> Prompt:
+    text, doc_chars, question_chars = _render(tokenizer, template, document_text, question)
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = [tuple(pair) for pair in encoding["offset_mapping"]]
+    document_span = _token_range(offsets, doc_chars)
+    token_pages: list[int | None] = [None] * len(offsets)
+    if not dropped:  # page boundaries are only exact for an untruncated document
+        spans = [(number, doc_chars[0] + start, doc_chars[0] + end) for number, start, end in document.page_spans()]
+        for index in range(*document_span):
+            start = offsets[index][0]
+            token_pages[index] = next((number for number, lo, hi in spans if start < hi), spans[-1][0])
+    return Prompt(text=text, input_ids=list(encoding["input_ids"]), document_span=document_span,
+                  question_span=_token_range(offsets, question_chars), token_pages=token_pages,
+                  truncated_document_tokens=dropped)
+
+
+def _truncate(tokenizer, document_text: str, excess: int, how: str, dropped: int) -> tuple[str, int]:
+    encoding = tokenizer(document_text, add_special_tokens=False, return_offsets_mapping=True)
+    offsets = encoding["offset_mapping"]
+    keep = len(offsets) - excess
+    if keep <= 0:
+        raise UserError("the template and question alone exceed the context; use a shorter question")
+    if how == "start":
+        text = document_text[offsets[excess][0]:]
+    elif how == "end":
+        text = document_text[: offsets[keep - 1][1]]
+    else:
+        head, tail = max(1, keep // 2), keep - max(1, keep // 2)
+        tail_start = offsets[len(offsets) - tail][0] if tail else len(document_text)
+        text = document_text[: offsets[head - 1][1]] + "\n[...]\n" + document_text[tail_start:]
+    return text, dropped + excess

