@@ -8,7 +8,6 @@ import os
 import sys
 from typing import Optional
 
-import click
 import typer
 from rich.console import Console
 
@@ -38,7 +37,7 @@ def fail_cleanly(command):
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.ClickException):
+        except (typer.Exit, typer.Abort, typer.TyperException):  # typer vendors click: usage errors exit 2
             raise
         except UserError as error:
             if os.environ.get(DEBUG_ENV):
@@ -147,6 +146,7 @@ def ask(
     if status:
         status.start()
     streamed = False
+    held = ""  # trailing whitespace, written only once more text follows (the answer is stripped at both ends)
 
     def on_progress(message: str) -> None:
         if status:
@@ -161,7 +161,7 @@ def ask(
                          f"{report['question_tokens_in_window']} fall in the {window}-token window; raise --window")
 
     def on_text(text: str) -> None:
-        nonlocal streamed
+        nonlocal streamed, held
         if status:
             status.stop()
         if as_json:
@@ -169,8 +169,12 @@ def ask(
         if not streamed:
             text = text.lstrip()
             streamed = bool(text)
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        text = held + text
+        body = text.rstrip()
+        held = text[len(body):]
+        if body:
+            sys.stdout.write(body)
+            sys.stdout.flush()
 
     try:
         loaded = load_model(model, device=device, dtype=dtype, progress=on_progress)

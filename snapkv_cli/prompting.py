@@ -49,9 +49,9 @@ def load_template(name_or_path: str | None = None) -> Template:
     if not separator:
         system, user = None, text
     user = user.strip()
-    if "{document}" not in user or not user.endswith("{question}"):
-        raise UserError(f"template {name!r} must contain {{document}} and end with {{question}} "
-                        "(the question must close the prompt to fall in the observation window)")
+    if user.count("{document}") != 1 or user.count("{question}") != 1 or not user.endswith("{question}"):
+        raise UserError(f"template {name!r} must contain {{document}} and {{question}} once each and end with "
+                        "{question} (the question must close the prompt to fall in the observation window)")
     return Template(name=name, system=(system or "").strip() or None, user=user)
 
 

@@ -11,11 +11,9 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: list[float]) -> str:
-    if not values:
-        return ""
-    low, high = min(values), max(values)
-    span = (high - low) or 1.0
-    return "".join(_BARS[round((value - low) / span * (len(_BARS) - 1))] for value in values)
+    """One bar per value, scaled from zero to the largest value."""
+    high = max(values, default=0) or 1.0
+    return "".join(_BARS[round(value / high * (len(_BARS) - 1))] for value in values)
 
 
 def human_bytes(count: float) -> str:

@@ -270,3 +270,10 @@ def test_selection_invariants(prompt_length, window_size, extra, kernel_size, po
         full_keys = reference.layers[layer_idx].keys
         index = kept.unsqueeze(-1).expand(-1, -1, -1, full_keys.shape[-1])
         assert torch.equal(cache.layers[layer_idx].keys, full_keys.gather(2, index))
+
+
+def test_fraction_budget_on_a_prompt_inside_the_window_keeps_everything():
+    settings = CompressionSettings(window_size=64, max_capacity_prompt=0.5)
+    assert settings.capacity_for(40) == 40
+    with pytest.raises(ValueError, match="not more than the window"):
+        settings.capacity_for(100)

@@ -48,3 +48,42 @@ def tiny_model(family: str = "llama", attn_implementation: str = "sdpa"):
 def prompt_ids(length: int, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(3, VOCAB, (1, length), generator=generator)
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def tiny_tokenizer():
+    """A byte-level BPE tokenizer trained in memory on the example documents (any text encodes, with offsets)."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = (Path(__file__).parent.parent / "examples" / "field_notes.txt").read_text(encoding="utf-8")
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator([corpus], trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", bos_token="<|im_start|>",
+                                        unk_token="<|endoftext|>")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
+
+
+def save_tiny_model_dir(path, max_position_embeddings: int = 4096):
+    """Save a tiny Llama and the tiny tokenizer as a model directory that ``snapkv --model PATH`` loads."""
+    tokenizer = tiny_tokenizer()
+    config = transformers.LlamaConfig(
+        **{**COMMON, "vocab_size": len(tokenizer), "max_position_embeddings": max_position_embeddings,
+           "bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id, "pad_token_id": None})
+    torch.manual_seed(99)
+    model = transformers.LlamaForCausalLM(config)
+    model.save_pretrained(str(path))
+    tokenizer.save_pretrained(str(path))
+    return path

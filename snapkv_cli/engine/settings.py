@@ -67,8 +67,10 @@ class CompressionSettings:
         """Tokens each layer/KV head keeps for a prompt of ``prompt_length`` tokens (before per-layer allocation)."""
         if not self.is_fraction:
             return int(self.max_capacity_prompt)
+        if prompt_length <= self.window_size:
+            return prompt_length  # the whole prompt is the window: nothing to compress
         capacity = math.ceil(self.max_capacity_prompt * prompt_length)
-        if capacity <= self.window_size and prompt_length > self.window_size:
+        if capacity <= self.window_size:
             raise ValueError(
                 f"budget fraction {self.max_capacity_prompt} of a {prompt_length}-token prompt is {capacity} tokens, "
                 f"not more than the window ({self.window_size}): raise the budget or shrink the window"

@@ -1,0 +1,1 @@
+"""Benchmarks built on the same path as ``snapkv ask``: synthetic long-context tasks and speed runs."""

