@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from . import __version__
+from .defaults import CLI_DEFAULTS
 from .errors import UserError
 
 DEBUG_ENV = "SNAPKV_DEBUG"
@@ -105,10 +106,10 @@ def ask(
     device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
     method: str = typer.Option("snapkv", help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
-    budget: str = typer.Option("1024", help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
-    window: int = typer.Option(32, help="Observation window: the last prompt tokens that vote."),
-    kernel: int = typer.Option(7, help="Pooling kernel size (odd)."),
-    pooling: str = typer.Option("maxpool", help="maxpool or avgpool."),
+    budget: str = typer.Option(str(CLI_DEFAULTS["max_capacity_prompt"]), help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
+    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window: the last prompt tokens that vote."),
+    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel size (odd)."),
+    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
     gqa: str = typer.Option("mean", help="How query heads of a KV group combine their votes: mean or max."),
     max_new_tokens: int = typer.Option(128, min=1, help="Most tokens to generate."),
     temperature: float = typer.Option(0.0, min=0.0, help="0 is greedy."),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -22,6 +23,7 @@ class GenerationResult:
     prefill_s: float
     decode_s: float
     decode_steps: int  # forwards after the prefill (the first token comes from the prefill's logits)
+    reused_prefix_tokens: int = 0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -36,9 +38,30 @@ def stop_token_ids(model, tokenizer) -> set[int]:
     return ids
 
 
-def _synchronize(device: torch.device) -> None:
+def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
+            compress: bool = True) -> torch.Tensor:
+    """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits (1, vocab).
+
+    With ``chunk_size``, the tokens go in chunks (bounding activation memory); every chunk but the last only stores,
+    and the last compresses, so selection stays exact. ``compress=False`` stores everything (a shared prefix).
+    """
+    device = model.device
+    chunk_size = chunk_size or len(input_ids)
+    logits = None
+    for first in range(0, len(input_ids), chunk_size):
+        chunk = torch.tensor([input_ids[first:first + chunk_size]], device=device)
+        positions = torch.arange(start + first, start + first + chunk.shape[1], device=device)
+        is_last = first + chunk_size >= len(input_ids)
+        with cache.deferred() if (not is_last or not compress) else contextlib.nullcontext():
+            output = model(chunk, cache=cache, position_ids=positions[None], cache_position=positions, use_cache=True,
+                           logits_to_keep=1)
+        logits = output.logits[:, -1]
+    return logits
 
 
 def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
@@ -47,6 +70,18 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
         return logits.argmax(dim=-1, keepdim=True)
     probabilities = torch.softmax(logits.float() / temperature, dim=-1)
     return torch.multinomial(probabilities.cpu(), 1, generator=generator).to(logits.device)
+
+
+def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
+                 chunk_size: int | None = None) -> SnapKVCache:
+    """Prefill a question-independent prefix and keep its full KV, ready for :meth:`SnapKVCache.fork`."""
+    prepare(model)
+    cache = SnapKVCache(settings=CompressionSettings(method="full", window_size=window_size,
+                                                     max_capacity_prompt=window_size + 1),
+                        config=model.config, accumulate_attention=accumulate_attention)
+    with torch.inference_mode():
+        prefill(model, prefix_ids, cache, chunk_size=chunk_size, compress=False)
+    return cache
 
 
 def generate_answer(
@@ -59,23 +94,32 @@ def generate_answer(
     temperature: float = 0.0,
     seed: int | None = None,
     on_text: Callable[[str], None] | None = None,
+    prefix: SnapKVCache | None = None,
+    prefix_length: int = 0,
+    chunk_size: int | None = None,
 ) -> GenerationResult:
-    """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows."""
+    """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows.
+
+    With ``prefix`` (from :func:`build_prefix` over ``input_ids[:prefix_length]``), only the rest of the prompt is
+    prefilled, on a fork of the prefix, and the selection still sees every key.
+    """
     prepare(model)
     device = model.device
-    cache = SnapKVCache(settings=settings, config=model.config)
-    prompt = torch.tensor([input_ids], device=device)
-    prompt_length = prompt.shape[1]
+    if prefix is not None:
+        cache, start = prefix.fork(settings), prefix_length
+    else:
+        cache, start = SnapKVCache(settings=settings, config=model.config), 0
+    prompt_length = len(input_ids)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
     stops = stop_token_ids(model, tokenizer)
     generated: list[int] = []
     emitted = ""
     decode_steps = 0
     with torch.inference_mode():
-        _synchronize(device)
+        synchronize(device)
         started = time.perf_counter()
-        logits = model(prompt, cache=cache, use_cache=True).logits[:, -1]
-        _synchronize(device)
+        logits = prefill(model, input_ids[start:], cache, start=start, chunk_size=chunk_size)
+        synchronize(device)
         prefill_s = time.perf_counter() - started
         started = time.perf_counter()
         for step in range(max_new_tokens):
@@ -91,14 +135,15 @@ def generate_answer(
                     emitted = text
             if step + 1 == max_new_tokens:
                 break
-            position = torch.tensor([[prompt_length + step]], device=device)
+            position = torch.tensor([prompt_length + step], device=device)
             decode_steps += 1
-            logits = model(token, cache=cache, position_ids=position, cache_position=position[0],
+            logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
                            use_cache=True).logits[:, -1]
-        _synchronize(device)
+        synchronize(device)
         decode_s = time.perf_counter() - started
     answer = tokenizer.decode(generated, skip_special_tokens=True)
     if on_text is not None and len(answer) > len(emitted):
         on_text(answer[len(emitted):])
     return GenerationResult(answer=answer.strip(), generated_ids=generated, prompt_tokens=prompt_length, cache=cache,
-                            prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps)
+                            prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps,
+                            reused_prefix_tokens=start)

@@ -60,7 +60,8 @@ class Prompt:
     """A tokenized prompt and what each token is.
 
     input_ids: the prompt's token ids; document_span / question_span: [start, end) token ranges;
-    token_pages: the page number of each token (None outside the document).
+    token_pages: the page number of each token (None outside the document); prefix_length: the tokens before the
+    question's line, which do not depend on the question (a shared prefix for several questions).
     """
 
     text: str
@@ -68,6 +69,7 @@ class Prompt:
     document_span: tuple[int, int]
     question_span: tuple[int, int]
     token_pages: list[int | None]
+    prefix_length: int
     truncated_document_tokens: int = 0
 
     @property
@@ -140,8 +142,16 @@ def build_prompt(tokenizer, document: Document, question: str, template: Templat
 def _tokenize(tokenizer, template: Template, document: Document, document_text: str, question: str,
               dropped: int) -> Prompt:
     text, doc_chars, question_chars = _render(tokenizer, template, document_text, question)
-    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    offsets = [tuple(pair) for pair in encoding["offset_mapping"]]
+    # The prefix (up to the line holding the question) is tokenized on its own, so its tokens never depend on the
+    # question: many questions can share one prefilled prefix and still see the very same prompt tokens.
+    cut = text.rfind("\n", doc_chars[1], question_chars[0]) + 1 or question_chars[0]
+    input_ids: list[int] = []
+    offsets: list[tuple[int, int]] = []
+    for start, end in ((0, cut), (cut, len(text))):
+        encoding = tokenizer(text[start:end], add_special_tokens=False, return_offsets_mapping=True)
+        input_ids += encoding["input_ids"]
+        offsets += [(start + lo, start + hi) for lo, hi in encoding["offset_mapping"]]
+    prefix_length = sum(1 for _, end in offsets if end <= cut)
     document_span = _token_range(offsets, doc_chars)
     token_pages: list[int | None] = [None] * len(offsets)
     if not dropped:  # page boundaries are only exact for an untruncated document
@@ -149,9 +159,9 @@ def _tokenize(tokenizer, template: Template, document: Document, document_text: 
         for index in range(*document_span):
             start = offsets[index][0]
             token_pages[index] = next((number for number, lo, hi in spans if start < hi), spans[-1][0])
-    return Prompt(text=text, input_ids=list(encoding["input_ids"]), document_span=document_span,
+    return Prompt(text=text, input_ids=input_ids, document_span=document_span,
                   question_span=_token_range(offsets, question_chars), token_pages=token_pages,
-                  truncated_document_tokens=dropped)
+                  prefix_length=prefix_length, truncated_document_tokens=dropped)
 
 
 def _truncate(tokenizer, document_text: str, excess: int, how: str, dropped: int) -> tuple[str, int]:

@@ -7,8 +7,9 @@ layer's hidden states (this works under any attention implementation: eager, sdp
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -145,6 +146,7 @@ class SnapKVCache(DynamicCache):
         gqa_aggregation: str = "mean",
         settings: CompressionSettings | None = None,
         config=None,
+        accumulate_attention: bool | None = None,
     ):
         super().__init__(config=config)
         self.settings = settings or CompressionSettings(
@@ -156,6 +158,9 @@ class SnapKVCache(DynamicCache):
             gqa_aggregation=gqa_aggregation,
         )
         self.policy = POLICIES[self.settings.method](self.settings)
+        # attention sums over every prompt query: needed by H2O, and by a prefix that H2O forks may continue
+        self.accumulate_attention = self.policy.accumulates_attention if accumulate_attention is None \
+            else accumulate_attention
         self.records: dict[int, LayerRecord] = {}
         self._pending: dict[int, PendingLayer] = {}
         self._chunks: dict[int, ChunkQueries] = {}
@@ -197,10 +202,11 @@ class SnapKVCache(DynamicCache):
                 "before running the model with this cache"
             )
         if is_sliding_layer(chunk.module):
-            self._record_uncompressed(layer_idx, keys, values, sliding=True)
+            if not self._deferring:
+                self._record_uncompressed(layer_idx, keys, values, chunk.start + chunk.length, sliding=True)
             return keys, values
         pending = self._pending.setdefault(layer_idx, PendingLayer())
-        pending.absorb(chunk, keys, self.settings, self.policy.accumulates_attention)
+        pending.absorb(chunk, keys, self.settings, self.accumulate_attention)
         if not self._deferring:
             self._compress(layer_idx, chunk.module, keys, values, self._pending.pop(layer_idx))
         return keys, values
@@ -214,6 +220,29 @@ class SnapKVCache(DynamicCache):
         finally:
             self._deferring = False
 
+    def fork(self, settings: CompressionSettings | None = None) -> "SnapKVCache":
+        """A cache that continues this uncompressed prefix (filled inside :meth:`deferred`) without changing it.
+
+        The fork shares the prefix's tensors; continuing it (a question, then decoding) concatenates into new
+        tensors, so the prefix can serve question after question, each with its own SnapKV selection over all keys.
+        ``settings`` may change the method and budget, and shrink (never grow) the window.
+        """
+        settings = settings or self.settings
+        if self.records and not all(record.sliding for record in self.records.values()):
+            raise ValueError("only an uncompressed prefix (filled inside deferred()) can be forked")
+        if settings.window_size > self.settings.window_size:
+            raise ValueError(f"the prefix kept queries for a window of {self.settings.window_size} tokens; "
+                             f"build it with window_size >= {settings.window_size}")
+        needs_sums = POLICIES[settings.method].accumulates_attention
+        if needs_sums and not self.accumulate_attention:
+            raise ValueError(f"method {settings.method!r} needs attention sums: build the prefix with "
+                             "accumulate_attention=True")
+        fork = SnapKVCache(settings=settings, accumulate_attention=needs_sums)
+        fork.layers = [copy.copy(layer) for layer in self.layers]
+        fork.layer_class_to_replicate = self.layer_class_to_replicate
+        fork._pending = {index: replace(pending) for index, pending in self._pending.items()}
+        return fork
+
     # -- compression -----------------------------------------------------------------------------------------
     def _compress(self, layer_idx: int, module: nn.Module, keys: torch.Tensor, values: torch.Tensor,
                   pending: PendingLayer) -> None:
@@ -221,7 +250,7 @@ class SnapKVCache(DynamicCache):
         num_layers = module.config.num_hidden_layers
         capacity = self.policy.capacity(layer_idx, num_layers, prompt_length)
         if not self.policy.compresses or capacity >= prompt_length:
-            self._record_uncompressed(layer_idx, keys, values, capacity=capacity)
+            self._record_uncompressed(layer_idx, keys, values, prompt_length, capacity=capacity)
             return
         context = LayerContext(
             layer_idx=layer_idx,
@@ -249,17 +278,20 @@ class SnapKVCache(DynamicCache):
             bytes_after=_state_bytes(layer.keys, layer.values),
         )
 
-    def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor, *,
+    def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor, prompt_length: int, *,
                              capacity: int | None = None, sliding: bool = False) -> None:
-        batch, kv_heads, prompt_length = keys.shape[:3]
+        """Record a layer kept as stored: all of the prompt, or a sliding layer's last tokens."""
+        batch, kv_heads, attended = keys.shape[:3]
         stored = self.layers[layer_idx]
+        kept = stored.keys.shape[2]
         self.records[layer_idx] = LayerRecord(
             layer=layer_idx,
             prompt_length=prompt_length,
             capacity=prompt_length if capacity is None else capacity,
-            kept_positions=torch.arange(prompt_length, device=keys.device).expand(batch, kv_heads, prompt_length),
+            kept_positions=torch.arange(prompt_length - kept, prompt_length, device=keys.device).expand(
+                batch, kv_heads, kept),
             scores=None,
-            bytes_before=_state_bytes(keys, values),
+            bytes_before=_state_bytes(keys, values) * prompt_length // attended,
             bytes_after=_state_bytes(stored.keys, stored.values),
             sliding=sliding,
         )

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, fields
 
 POOLINGS = ("avgpool", "maxpool")
+
 GQA_AGGREGATIONS = ("mean", "max")
 
 

@@ -1,0 +1,70 @@
+"""Generation paths that must not change what is kept: chunked prefill, and a shared prefix forked per question."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny_models import prompt_ids, tiny_model
+
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.generation import build_prefix, generate_answer
+
+
+class DigitTokenizer:
+    """Just enough of a tokenizer for generate_answer on tiny models."""
+
+    eos_token_id = None
+
+    def decode(self, ids, skip_special_tokens=True):
+        return " ".join(str(i) for i in ids)
+
+
+def run(model, ids, settings, **kwargs):
+    return generate_answer(model, DigitTokenizer(), ids, settings, max_new_tokens=8, **kwargs)
+
+
+def assert_same_selection(first, second):
+    assert first.generated_ids == second.generated_ids
+    assert sorted(first.cache.records) == sorted(second.cache.records)
+    for layer, record in first.cache.records.items():
+        other = second.cache.records[layer]
+        assert torch.equal(record.kept_positions, other.kept_positions), f"layer {layer}"
+        if record.scores is not None:
+            torch.testing.assert_close(record.scores, other.scores, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3_text", "phi3"])
+@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv"])
+@pytest.mark.parametrize("chunk_size", [5, 16, 47])
+def test_chunked_prefill_keeps_the_same_positions_and_answer(family, method, chunk_size):
+    model = tiny_model(family)
+    ids = prompt_ids(120, seed=11)[0].tolist()
+    settings = CompressionSettings(method=method, window_size=8, max_capacity_prompt=40, kernel_size=5,
+                                   pooling="maxpool")
+    assert_same_selection(run(model, ids, settings), run(model, ids, settings, chunk_size=chunk_size))
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+@pytest.mark.parametrize("method", ["snapkv", "h2o", "streamingllm"])
+def test_forked_prefix_matches_separate_runs_and_stays_intact(family, method):
+    model = tiny_model(family)
+    prefix = prompt_ids(100, seed=12)[0].tolist()
+    questions = [prompt_ids(6, seed=13)[0].tolist(), prompt_ids(20, seed=14)[0].tolist()]
+    settings = CompressionSettings(method=method, window_size=12, max_capacity_prompt=48, kernel_size=5)
+    shared = build_prefix(model, prefix, window_size=16, accumulate_attention=True)
+    before = [layer.keys.clone() for layer in shared.layers]
+    for question in questions:
+        separate = run(model, prefix + question, settings)
+        forked = run(model, prefix + question, settings, prefix=shared, prefix_length=len(prefix))
+        assert forked.reused_prefix_tokens == 100
+        assert_same_selection(separate, forked)
+    assert all(torch.equal(layer.keys, kept) for layer, kept in zip(shared.layers, before))
+
+
+def test_fork_refuses_a_larger_window_or_missing_attention_sums():
+    model = tiny_model("llama")
+    shared = build_prefix(model, prompt_ids(30)[0].tolist(), window_size=8)
+    with pytest.raises(ValueError, match="window_size >= 16"):
+        shared.fork(CompressionSettings(window_size=16, max_capacity_prompt=20))
+    with pytest.raises(ValueError, match="accumulate_attention"):
+        shared.fork(CompressionSettings(method="h2o", window_size=4, max_capacity_prompt=20))
