@@ -107,7 +107,8 @@ class LayerRecord:
 
     @property
     def compressed(self) -> bool:
-        return self.kept_positions.shape[-1] < self.prompt_length
+        """Whether the policy evicted anything (a sliding layer's own window does not count)."""
+        return not self.sliding and self.kept_positions.shape[-1] < self.prompt_length
 
     def kept_scores(self) -> torch.Tensor | None:
         """(batch, kv_heads, kept) scores of the kept positions."""
