@@ -60,3 +60,36 @@ def ask(
                           prompt=prompt, result=result, load_s=loaded.load_seconds, document=document.source,
                           question=question)
     return Answer(prompt=prompt, result=result, report=report)
+
+
+def select(
+    loaded: LoadedModel,
+    document: Document,
+    question: str,
+    settings: CompressionSettings,
+    template: Template,
+    *,
+    max_new_tokens: int = 256,
+    truncate: str | None = None,
+    on_prompt: Callable[[Prompt], None] | None = None,
+) -> Answer:
+    """The prompt, prefill and selection of :func:`ask` with the same arguments, without decoding.
+
+    ``max_new_tokens`` only reserves room in the context, as in :func:`ask`, so both build the very same prompt;
+    the result's cache holds the per-layer records, its answer is empty and nothing is generated.
+    """
+    try:
+        check_supported(loaded.model.config)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    prompt = build_prompt(loaded.tokenizer, document, question, template,
+                          max_tokens=context_length(loaded) - max_new_tokens, truncate=truncate)
+    if settings.is_fraction:
+        settings.capacity_for(prompt.length)
+    if on_prompt is not None:
+        on_prompt(prompt)
+    result = generate_answer(loaded.model, loaded.tokenizer, prompt.input_ids, settings, max_new_tokens=0)
+    report = build_report(model_name=loaded.name, device=str(loaded.device), dtype=torch_dtype_name(loaded.dtype),
+                          prompt=prompt, result=result, load_s=loaded.load_seconds, document=document.source,
+                          question=question)
+    return Answer(prompt=prompt, result=result, report=report)
