@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -96,6 +97,30 @@ def _split_inputs(inputs: list[str]) -> tuple[str, str]:
                              param_hint="DOC QUESTION")
 
 
+def _parse_request(inputs: list[str], *, pages: Optional[str], template: Optional[str], truncate: Optional[str],
+                   method: str, window: int, budget: str, kernel: int, pooling: str, gqa: str, seed: Optional[int]):
+    """The options shared by ``ask`` and ``inspect`` -> (document, question, template, settings), checked in order."""
+    document_path, question = _split_inputs(inputs)
+    from .documents import load_document
+    from .prompting import TRUNCATIONS, load_template
+
+    if truncate is not None and truncate not in TRUNCATIONS:
+        raise UserError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
+    if not question.strip():
+        raise UserError("the question is empty: pass the question as the second argument")
+    document = load_document(document_path, pages=pages)
+    prompt_template = load_template(template)
+    from .engine import CompressionSettings
+
+    try:
+        settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=parse_budget(budget),
+                                       kernel_size=kernel, pooling=pooling, gqa_aggregation=gqa,
+                                       seed=seed if seed is not None else 0)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    return document, question, prompt_template, settings
+
+
 @app.command()
 @fail_cleanly
 def ask(
@@ -121,24 +146,9 @@ def ask(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No report or progress on stderr."),
 ) -> None:
     """Answer a question about a document; the answer streams to stdout, the report goes to stderr."""
-    document_path, question = _split_inputs(inputs)
-    from .documents import load_document
-    from .prompting import TRUNCATIONS, load_template
-
-    if truncate is not None and truncate not in TRUNCATIONS:
-        raise UserError(f"--truncate must be one of {', '.join(TRUNCATIONS)}, got {truncate!r}")
-    if not question.strip():
-        raise UserError("the question is empty: pass the question as the second argument")
-    document = load_document(document_path, pages=pages)
-    prompt_template = load_template(template)
-    from .engine import CompressionSettings
-
-    try:
-        settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=parse_budget(budget),
-                                       kernel_size=kernel, pooling=pooling, gqa_aggregation=gqa,
-                                       seed=seed if seed is not None else 0)
-    except ValueError as error:
-        raise UserError(str(error)) from None
+    document, question, prompt_template, settings = _parse_request(
+        inputs, pages=pages, template=template, truncate=truncate, method=method, window=window, budget=budget,
+        kernel=kernel, pooling=pooling, gqa=gqa, seed=seed)
 
     from .models.loader import load_model
     from .pipeline import ask as ask_question
@@ -194,6 +204,117 @@ def ask(
         from .report_view import render_report
 
         render_report(answer.report, stderr)
+
+
+@app.command()
+@fail_cleanly
+def inspect(
+    inputs: list[str] = typer.Argument(..., metavar="DOC QUESTION",
+                                       help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL",
+                                        help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct]."),
+    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
+    method: str = typer.Option("snapkv", help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
+    budget: str = typer.Option(str(CLI_DEFAULTS["max_capacity_prompt"]), help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
+    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window: the last prompt tokens that vote."),
+    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel size (odd)."),
+    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
+    gqa: str = typer.Option("mean", help="How query heads of a KV group combine their votes: mean or max."),
+    max_new_tokens: int = typer.Option(128, min=1, help="Room kept for the answer (as in ask); with --answer, most tokens to generate."),
+    temperature: float = typer.Option(0.0, min=0.0, help="With --answer: 0 is greedy."),
+    seed: Optional[int] = typer.Option(None, help="Random seed for sampling."),
+    pages: Optional[str] = typer.Option(None, help="PDF pages to read, e.g. 3-7,10."),
+    template: Optional[str] = typer.Option(None, help="Prompt template name (in prompts/) or path."),
+    truncate: Optional[str] = typer.Option(None, help="If the document is too long: middle, start or end."),
+    answer: bool = typer.Option(False, "--answer", help="Also generate the answer (stdout, or \"answer\" in the JSON)."),
+    layer: Optional[int] = typer.Option(None, min=0, help="Show only this layer (terminal view; the HTML's first choice)."),
+    head: Optional[int] = typer.Option(None, min=0, help="Show only this KV head (terminal view, PNG; the HTML's first choice)."),
+    full: bool = typer.Option(False, "--full", help="Shade the whole prompt (paged on a terminal), not only the most-kept passages."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML view to this file."),
+    png: Optional[Path] = typer.Option(None, "--png", help="Write a layers x positions heatmap to this PNG file."),
+    png_scores: bool = typer.Option(False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (tokens, kept positions, scores) on stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr."),
+) -> None:
+    """Show which document tokens the compressed cache kept (same prefill and selection as ask)."""
+    document, question, prompt_template, settings = _parse_request(
+        inputs, pages=pages, template=template, truncate=truncate, method=method, window=window, budget=budget,
+        kernel=kernel, pooling=pooling, gqa=gqa, seed=seed)
+    from .views.atomic import check_writable
+
+    for path in (html, png):
+        if path is not None:
+            check_writable(path)
+    if png_scores and png is None:
+        raise UserError("--png-scores needs --png FILE")
+
+    from .inspection import inspect_answer
+    from .models.loader import load_model
+    from . import pipeline
+
+    status = stderr.status("Loading model...", spinner="dots") if not quiet else None
+    if status:
+        status.start()
+
+    def on_progress(message: str) -> None:
+        if status:
+            status.update(message)
+
+    def on_prompt(prompt) -> None:
+        on_progress(f"Prefill: {prompt.length} tokens...")
+
+    try:
+        loaded = load_model(model, device=device, dtype=dtype, progress=on_progress)
+        _check_layer_and_head(loaded.model.config, layer, head)
+        if answer:
+            result = pipeline.ask(loaded, document, question, settings, prompt_template,
+                                  max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+                                  truncate=truncate, on_prompt=on_prompt)
+        else:
+            result = pipeline.select(loaded, document, question, settings, prompt_template,
+                                     max_new_tokens=max_new_tokens, truncate=truncate, on_prompt=on_prompt)
+        on_progress("Reading the cache...")
+        inspection = inspect_answer(result, loaded.tokenizer, with_answer=answer)
+        inspection.check_selection(layer, head)
+        if html is not None:
+            from .views.html import write_html
+
+            on_progress(f"Writing {html}...")
+            write_html(inspection, html, layer=layer, head=head)
+        if png is not None:
+            from .views.heatmap import write_heatmap
+
+            on_progress(f"Writing {png}...")
+            write_heatmap(inspection, png, scores=png_scores, head=head)
+    finally:
+        if status:
+            status.stop()
+    if as_json:
+        sys.stdout.write(json.dumps(inspection.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        if answer:
+            sys.stdout.write(inspection.answer + "\n")
+            sys.stdout.flush()
+        from .views.terminal import render
+
+        render(inspection, Console(highlight=False), layer=layer, head=head, full=full)
+    if not quiet:
+        for path in (html, png):
+            if path is not None:
+                stderr.print(f"Wrote {path}", markup=False, highlight=False)
+
+
+def _check_layer_and_head(config, layer: Optional[int], head: Optional[int]) -> None:
+    """Refuse --layer/--head beyond the model before the prefill (the cache records confirm it after)."""
+    config = config.get_text_config()
+    layers = getattr(config, "num_hidden_layers", None)
+    heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", None)
+    if layer is not None and layers and layer >= layers:
+        raise UserError(f"--layer {layer} is out of range: the model has {layers} layers (0-{layers - 1})")
+    if head is not None and heads and head >= heads:
+        raise UserError(f"--head {head} is out of range: the model has {heads} KV heads (0-{heads - 1})")
 
 
 @models_app.command("list")
