@@ -1,0 +1,407 @@
+"""``snapkv inspect``: which prompt tokens the compressed cache kept, as JSON, in the terminal, as HTML and PNG.
+
+The tiny random model selects arbitrary tokens; these tests check that every view shows exactly what the engine
+kept (compared with a direct run of the same prompt and settings), that files are written atomically, and that the
+HTML page really renders in a browser (headless Chromium).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+import snapkv_cli.cli as cli
+from snapkv_cli import pipeline
+from snapkv_cli.documents import load_document
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.inspection import Inspection, inspect_answer, token_texts
+from snapkv_cli.models import default_model as dm
+from snapkv_cli.models.loader import load_model
+from snapkv_cli.prompting import load_template
+from snapkv_cli.views import heatmap, terminal
+from snapkv_cli.views import html as html_view
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTION = "Who repaired the fog signal?"
+SMALL = ["--budget", "64", "--window", "8"]
+NOTES = (
+    "Skerrow Point Light, winter log.\n\n"
+    "The lamp was lit at dusk and the wind came round to the north-west by midnight. "
+    "Duncan Hale repaired the fog signal and oiled the clockwork before the storm.\n\n"
+    "The relief boat Morven Lass arrived on Tuesday with coal, letters and fresh bread. "
+    "Agnes Tolland counted 117 steps up to the lamp room and wrote the barometer reading in the book.\n\n"
+    "Ærø café — 963 millibars, «calm» at dawn.\n"
+)
+PDF_PAGES = [
+    "# Page one\n\nThe harbour office opens at seven. The first ferry leaves at eight.",
+    "# Page two\n\nThe warehouse at Saltmarsh Gate holds frozen food and electronics for the winter season.",
+    "# Page three\n\nThe annual meeting is held on 14 May in the old customs house by the quay.",
+]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--virtual-time-budget=3000"]
+
+runner = CliRunner()
+
+
+def _make_examples():
+    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "make_examples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", dm.WHEEL_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("inspect-docs")
+    files = {"notes.txt": NOTES.encode("utf-8"), "report.pdf": _make_examples().pdf_bytes(PDF_PAGES),
+             "long.txt": ((ROOT / "examples" / "field_notes.txt").read_text(encoding="utf-8") * 3).encode("utf-8")}
+    paths = {}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        paths[name] = str(folder / name)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_path):
+    return load_model(tiny_model_path, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="module")
+def long_context_model_path(tmp_path_factory):
+    from tiny_models import save_tiny_model_dir
+
+    return str(save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama-16k"), max_position_embeddings=16384))
+
+
+def inspect(*args: str, env: dict | None = None):
+    return runner.invoke(cli.app, ["inspect", *args], env=env)
+
+
+def inspect_ok(*args: str, **kwargs):
+    result = inspect(*args, **kwargs)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return result
+
+
+def inspect_json(*args: str) -> dict:
+    result = inspect_ok(*args, "--json", "--quiet")
+    assert result.stderr == ""
+    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
+    return json.loads(result.stdout)
+
+
+def assert_user_error(result, *fragments: str) -> None:
+    assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
+    assert result.stdout == ""
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in " ".join(result.stderr.split()), (fragment, result.stderr)
+
+
+def direct_run(loaded, doc: str, method: str = "snapkv", budget: int = 64, window: int = 8, *, pages=None,
+               max_new_tokens: int = 2):
+    """The same prompt and settings through ``pipeline.ask`` (prefill, selection and decoding), as ``ask`` runs."""
+    settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=budget, kernel_size=15,
+                                   pooling="maxpool")
+    return pipeline.ask(loaded, load_document(doc, pages=pages), QUESTION, settings, load_template(None),
+                        max_new_tokens=max_new_tokens)
+
+
+def small_inspection(loaded, doc: str, method: str = "snapkv", budget: int = 64, window: int = 8) -> Inspection:
+    settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=budget, kernel_size=15,
+                                   pooling="maxpool")
+    selected = pipeline.select(loaded, load_document(doc), QUESTION, settings, load_template(None))
+    return inspect_answer(selected, loaded.tokenizer)
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def test_json_matches_the_engine(docs, tiny_model_path, loaded):
+    data = inspect_json(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *SMALL)
+    engine = direct_run(loaded, docs["report.pdf"])
+    prompt, records = engine.prompt, engine.result.cache.records
+    assert data["schema_version"] == 1 and data["method"] == "snapkv" and data["model"] == tiny_model_path
+    assert data["token_ids"] == prompt.input_ids
+    assert "".join(data["tokens"]) == prompt.text and len(data["tokens"]) == prompt.length
+    assert data["window"] == [prompt.length - 8, prompt.length]
+    assert data["question_span"] == list(prompt.question_span)
+    assert data["document_span"] == list(prompt.document_span)
+    assert data["settings"] == engine.report["settings"]
+    assert data["cache"] == engine.report["cache"]
+    assert data["prompt"] == engine.report["prompt"] and data["prompt_tokens"] == prompt.length
+    assert "answer" not in data and "generated_tokens" not in data
+    assert [layer["layer"] for layer in data["layers"]] == sorted(records) == [0, 1, 2]
+    for layer in data["layers"]:
+        record = records[layer["layer"]]
+        assert layer["compressed"] is True and layer["scored"] is True and layer["capacity"] == 64
+        assert [head["head"] for head in layer["heads"]] == [0, 1]
+        for head in layer["heads"]:
+            assert head["kept"] == record.kept_positions[0, head["head"]].tolist()
+            expected = record.kept_scores()[0, head["head"]].tolist()
+            assert head["scores"] == pytest.approx(expected, rel=1e-5, abs=1e-9)
+    # pages: one run of token positions per page, covering the document, with ask's kept share
+    assert [page["page"] for page in data["pages"]] == [1, 2, 3]
+    assert data["pages"][0]["span"][0] == prompt.document_span[0]
+    assert data["pages"][-1]["span"][1] == prompt.document_span[1]
+    for page, row in zip(data["pages"], engine.report["pages"]):
+        start, end = page["span"]
+        assert set(prompt.token_pages[start:end]) == {page["page"]}
+        assert page["kept_share"] == row["kept_share"] and page["document_tokens"] == end - start
+
+
+def test_json_full_method_and_streamingllm(docs, tiny_model_path):
+    full = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--method", "full")
+    everything = list(range(full["prompt_tokens"]))
+    for layer in full["layers"]:
+        assert layer["scored"] is False and layer["compressed"] is False
+        assert all(head["kept"] == everything and head["scores"] is None for head in layer["heads"])
+    streaming = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--method", "streamingllm",
+                             "--budget", "24", "--window", "8")
+    length = streaming["prompt_tokens"]
+    expected = [0, 1, 2, 3, *range(length - 20, length)]  # 4 sinks + the most recent tokens
+    assert all(head["kept"] == expected for layer in streaming["layers"] for head in layer["heads"])
+
+
+def test_answer_flag(docs, tiny_model_path):
+    base = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--max-new-tokens", "4"]
+    asked = json.loads(runner.invoke(cli.app, ["ask", *base, "--json", "--quiet"]).stdout)
+    data = inspect_json(*base, "--answer")
+    assert data["answer"] == asked["answer"] and data["generated_tokens"] == asked["generated_tokens"]
+    plain = inspect_ok(*base, "--answer", "--quiet")
+    assert plain.stderr == ""
+    assert plain.stdout.startswith(asked["answer"] + "\n")
+    assert "Kept share by paragraph" in plain.stdout
+
+
+def test_token_texts_rebuild_multibyte_text(loaded):
+    text = "Ærø café — «calm» 🌊 at dawn, 963 millibars."
+    ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"]
+    pieces = token_texts(loaded.tokenizer, ids)
+    assert len(pieces) == len(ids) and "".join(pieces) == text
+    assert "" in pieces  # some bytes of a character came in a token of their own
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+def _styled_text(renderable, style) -> str:
+    """The text rendered with ``style`` (whitespace removed: line breaks split segments)."""
+    console = Console(width=400, force_terminal=True, color_system="truecolor")
+    return "".join(segment.text for segment in console.render(renderable) if segment.style == style).replace(
+        " ", "").replace("\n", "")
+
+
+def test_terminal_marks_kept_tokens_of_one_head(docs, loaded):
+    inspection = small_inspection(loaded, docs["notes.txt"], method="streamingllm", budget=24, window=8)
+    length = inspection.length
+    view = terminal.build_view(inspection, layer=0, head=0, full=True)
+
+    def joined(positions) -> str:
+        return "".join(inspection.tokens[p] for p in positions).replace(" ", "").replace("\n", "")
+
+    # the legend's swatch comes first, then the tokens
+    assert _styled_text(view, terminal.KEPT_STYLE) == "kept" + joined([0, 1, 2, 3, *range(length - 20, length - 8)])
+    assert _styled_text(view, terminal.WINDOW_STYLE) == "window" + joined(range(length - 8, length))
+    assert _styled_text(view, terminal.LEVEL_STYLES[3]) == ""  # one head: kept or not, no shades between
+
+
+def test_terminal_shades_by_share_of_pairs(docs, loaded):
+    inspection = small_inspection(loaded, docs["notes.txt"])
+    inspection.kept[:] = False
+    inspection.kept[:, :, inspection.window[0]:] = True
+    inspection.kept[0, 0, 5] = True  # 1 of 6 pairs
+    inspection.kept[:, :, 7] = True  # all pairs
+    inspection.kept[0, :, 9] = True  # 2 of 6 pairs; all of layer 0
+    view = terminal.build_view(inspection, full=True)
+    token = lambda p: inspection.tokens[p].replace(" ", "").replace("\n", "")  # noqa: E731
+    # each level's legend swatch comes first, then the tokens
+    assert _styled_text(view, terminal.LEVEL_STYLES[1]) == "≤20%" + token(5)
+    assert _styled_text(view, terminal.LEVEL_STYLES[2]) == "≤40%" + token(9)
+    assert _styled_text(view, terminal.LEVEL_STYLES[5]) == "≤100%" + token(7)
+    layer_view = terminal.build_view(inspection, layer=0, full=True)  # share of layer 0's 2 heads
+    assert _styled_text(layer_view, terminal.LEVEL_STYLES[3]) == "≤60%" + token(5)
+    assert _styled_text(layer_view, terminal.LEVEL_STYLES[5]) == "≤100%" + token(7) + token(9)
+    assert [terminal.level(x) for x in (0, 0.01, 0.2, 0.21, 0.5, 0.8, 0.81, 1)] == [0, 1, 1, 2, 3, 4, 5, 5]
+
+
+def test_cli_full_view_of_one_layer_and_head(docs, tiny_model_path):
+    result = inspect_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--method", "streamingllm",
+                        "--budget", "24", "--window", "8", "--layer", "0", "--head", "0", "--full", "--quiet")
+    assert result.stderr == ""
+    text = "".join(result.stdout.split())
+    assert "Legend:keptnotkeptwindow" in text and "Shading:layer0,KVhead0" in text
+    assert "".join(NOTES.split()) in text  # the whole document is shown
+
+
+def test_default_view_of_an_8k_token_document_fits_80_columns(docs, long_context_model_path):
+    result = inspect_ok(docs["long.txt"], QUESTION, "--model", long_context_model_path, "--budget", "512",
+                        "--quiet", env={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    prompt_tokens = int(re.search(r"prompt (\d+) tokens", result.stdout).group(1))
+    assert prompt_tokens > 8000
+    assert max(len(line) for line in lines) <= 80
+    assert len(lines) < 130  # a summary, not the document
+    assert "Kept share by paragraph" in result.stdout and "Observation window" in result.stdout
+    assert len(re.findall(r"^#\d  positions \d+-\d+ · page 1 · \d+% kept$", result.stdout, re.M)) == 5
+    assert len([line for line in lines if line.startswith(" ¶")]) <= 20  # paragraphs grouped
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(("extra", "fragments"), [
+    (["--layer", "3"], ["--layer 3 is out of range", "3 layers (0-2)"]),
+    (["--head", "2"], ["--head 2 is out of range", "2 KV heads (0-1)"]),
+    (["--png-scores"], ["--png-scores needs --png FILE"]),
+    (["--html", "/no/such/dir/x.html"], ["cannot write /no/such/dir/x.html", "does not exist"]),
+    (["--budget", "8"], ["must exceed window_size"]),
+    (["--method", "magic"], ["unknown method 'magic'"]),
+])
+def test_errors_are_one_line(docs, tiny_model_path, extra, fragments):
+    assert_user_error(inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, *extra), *fragments)
+
+
+def test_output_path_is_a_directory(docs, tiny_model_path, tmp_path):
+    assert_user_error(inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--png", str(tmp_path)),
+                      "is a directory")
+
+
+# --------------------------------------------------------------------------- files
+
+
+def test_html_and_png_are_written(docs, tiny_model_path, tmp_path):
+    page, image, scores = tmp_path / "view.html", tmp_path / "map.png", tmp_path / "scores.png"
+    result = inspect_ok(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *SMALL, "--html", str(page),
+                        "--png", str(image))
+    assert f"Wrote {page}" in result.stderr and f"Wrote {image}" in result.stderr
+    assert "Kept share by page" in result.stdout and "Wrote" not in result.stdout
+    text = page.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text and "<link" not in text and " src=" not in text
+    data = json.loads(re.search(r'<script type="application/json" id="snapkv-data">(.*?)</script>', text,
+                                re.S).group(1))
+    assert QUESTION in "".join(data["tokens"]) and data["window"] == [len(data["tokens"]) - 8, len(data["tokens"])]
+    assert data["report"]["prompt_tokens"] == len(data["tokens"]) and "answer" not in data["report"]
+    assert "decode_s" not in data["report"]["timings"] and "layers" in data["report"]
+    inspect_ok(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *SMALL, "--png", str(scores),
+               "--png-scores", "--head", "1", "--quiet")
+    from PIL import Image
+
+    for path in (image, scores):
+        with Image.open(path) as picture:
+            assert picture.format == "PNG" and picture.width > 800 and picture.height > 300
+            assert len(picture.convert("RGB").getcolors(maxcolors=1 << 20)) > 20
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["map.png", "scores.png", "view.html"]
+
+
+def test_heatmap_values(docs, loaded):
+    inspection = small_inspection(loaded, docs["notes.txt"])
+    share = heatmap.cell_values(inspection)
+    assert share.shape == (3, inspection.length)
+    assert np.array_equal(share, inspection.kept.mean(axis=1))
+    one = heatmap.cell_values(inspection, head=1)
+    assert set(np.unique(one)) <= {0.0, 1.0} and np.array_equal(one, inspection.kept[:, 1])
+    inspection.scores[1] = np.nan  # as for a layer that was not scored
+    scores = heatmap.cell_values(inspection, scores=True)
+    assert np.isnan(scores[1]).all() and np.isfinite(scores[[0, 2]]).all()
+    assert scores[0].max() <= 1.0 and scores[0].min() >= heatmap.SCORE_FLOOR
+    assert heatmap.binned(np.ones((2, 5000)), 2400).shape[1] <= 2400
+
+
+def test_files_are_atomic(docs, tiny_model_path, tmp_path, monkeypatch):
+    page, image = tmp_path / "view.html", tmp_path / "map.png"
+    page.write_text("old page", encoding="utf-8")
+
+    def broken_report(report):
+        raise RuntimeError("rendering failed")
+
+    monkeypatch.setattr(html_view, "report_html", broken_report)  # after the header was written
+    result = inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--html", str(page))
+    assert_user_error(result, "RuntimeError: rendering failed")
+    assert [p.name for p in tmp_path.iterdir()] == ["view.html"] and page.read_text() == "old page"
+    page.unlink()
+    monkeypatch.undo()
+
+    from matplotlib.figure import Figure
+
+    def broken_savefig(self, file, **kwargs):
+        file.write(b"\x89PNG partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", broken_savefig)
+    result = inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--png", str(image))
+    assert_user_error(result, "OSError: disk full")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the page in a browser
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: the HTML view must be checked in a browser on CI "
+                        "(apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    return path
+
+
+def run_chromium(binary: str, url: str, profile: Path, *extra: str) -> str:
+    completed = subprocess.run([binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
+                               capture_output=True, text=True, timeout=90)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    return completed.stdout
+
+
+def kept_spans(dom: str) -> list[int]:
+    return [int(i) for i in re.findall(r'<span class="t [^"]*\bkept\b[^"]*" data-i="(\d+)"', dom)]
+
+
+def test_html_renders_in_chromium(docs, tiny_model_path, loaded, tmp_path):
+    binary = chromium()
+    page = tmp_path / "view.html"
+    inspect_ok(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *SMALL, "--html", str(page),
+               "--layer", "0", "--head", "0", "--quiet")
+    records = direct_run(loaded, docs["report.pdf"]).result.cache.records
+    # the page opens on --layer 0 --head 0: its spans, drawn by the script, mark exactly what that head kept
+    dom = run_chromium(binary, page.as_uri(), tmp_path / "profile", "--dump-dom")
+    assert 'data-ready="1"' in dom
+    length = records[0].prompt_length
+    assert len(re.findall(r'<span class="t[ "]', dom)) == length
+    assert kept_spans(dom) == records[0].kept_positions[0, 0].tolist()
+    assert len(re.findall(r'<span class="t [^"]*\bw\b', dom)) == 8  # the window
+    assert dom.count('<span class="pg">page ') == 3
+    # "all" heads of layer 1 (from the address): a token is marked when any head kept it
+    dom = run_chromium(binary, page.as_uri() + "#layer=1&head=all", tmp_path / "profile", "--dump-dom")
+    union = sorted(set(records[1].kept_positions[0].reshape(-1).tolist()))
+    assert kept_spans(dom) == union
+    assert 'id="stats">layer 1, 2 KV heads' in dom
+    shot = tmp_path / "shot.png"
+    run_chromium(binary, page.as_uri(), tmp_path / "profile", f"--screenshot={shot}", "--window-size=1200,900")
+    from PIL import Image
+
+    with Image.open(shot) as picture:
+        assert picture.size == (1200, 900)
+        colours = picture.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert len(colours) > 200  # text, shading and tables, not a blank page
+    assert any(abs(r - 0x2a) < 8 and abs(g - 0x4f) < 8 and abs(b - 0xd6) < 8 for _, (r, g, b) in colours)  # window
