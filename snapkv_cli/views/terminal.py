@@ -120,7 +120,8 @@ def passages(inspection: Inspection, share: np.ndarray) -> list[RenderableType]:
         parts.append(Text(f"#{rank}  positions {passage.start}-{passage.end}"
                           f"{_pages_label(inspection, passage.start, passage.end)} · {passage.share:.0%} kept",
                           style="bold cyan"))
-        body = Text("…", style="dim")
+        body = Text()
+        body.append("…", style="dim")
         body.append_text(shaded_text(inspection, share, passage.start, passage.end))
         body.append("…", style="dim")
         parts.append(body)
