@@ -9,6 +9,8 @@ from typing import Callable
 
 import torch
 
+from transformers import Cache
+
 from .engine import CompressionSettings, SnapKVCache, prepare
 
 
@@ -19,7 +21,7 @@ class GenerationResult:
     answer: str
     generated_ids: list[int]
     prompt_tokens: int
-    cache: SnapKVCache
+    cache: SnapKVCache | Cache
     prefill_s: float
     decode_s: float
     decode_steps: int  # forwards after the prefill (the first token comes from the prefill's logits)
@@ -43,7 +45,7 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
+def prefill(model, input_ids: list[int], cache: SnapKVCache | Cache, *, start: int = 0, chunk_size: int | None = None,
             compress: bool = True) -> torch.Tensor:
     """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits (1, vocab).
 
@@ -57,7 +59,8 @@ def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, 
         chunk = torch.tensor([input_ids[first:first + chunk_size]], device=device)
         positions = torch.arange(start + first, start + first + chunk.shape[1], device=device)
         is_last = first + chunk_size >= len(input_ids)
-        with cache.deferred() if (not is_last or not compress) else contextlib.nullcontext():
+        store_only = isinstance(cache, SnapKVCache) and (not is_last or not compress)
+        with cache.deferred() if store_only else contextlib.nullcontext():
             output = model(chunk, cache=cache, position_ids=positions[None], cache_position=positions, use_cache=True,
                            logits_to_keep=1)
         logits = output.logits[:, -1]
@@ -97,6 +100,8 @@ def generate_answer(
     prefix: SnapKVCache | None = None,
     prefix_length: int = 0,
     chunk_size: int | None = None,
+    cache: Cache | None = None,
+    stop_at_eos: bool = True,
 ) -> GenerationResult:
     """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows.
 
@@ -111,7 +116,7 @@ def generate_answer(
         cache, start = SnapKVCache(settings=settings, config=model.config), 0
     prompt_length = len(input_ids)
     generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    stops = stop_token_ids(model, tokenizer)
+    stops = stop_token_ids(model, tokenizer) if stop_at_eos else set()
     generated: list[int] = []
     emitted = ""
     decode_steps = 0

@@ -68,3 +68,44 @@ def test_fork_refuses_a_larger_window_or_missing_attention_sums():
         shared.fork(CompressionSettings(window_size=16, max_capacity_prompt=20))
     with pytest.raises(ValueError, match="accumulate_attention"):
         shared.fork(CompressionSettings(method="h2o", window_size=4, max_capacity_prompt=20))
+
+
+def test_buffered_layer_writes_in_place_and_grows():
+    from snapkv_cli.engine.layers import BufferedLayer
+
+    layer, reference = BufferedLayer(), []
+    layer.headroom = 4
+    for step in range(11):
+        tokens = 3 if step == 0 else 1
+        keys = torch.randn(1, 2, tokens, 8)
+        reference.append(keys)
+        stored, _ = layer.update(keys, keys * 2)
+        assert torch.equal(stored, torch.cat(reference, dim=2))
+        assert stored.untyped_storage().data_ptr() == layer._key_buffer.untyped_storage().data_ptr()
+    assert layer._key_buffer.shape[2] < 13 + 2 * 4  # reallocated only when the room ran out
+    kept = torch.randn(1, 2, 5, 8)
+    layer.replace_states(kept, kept)
+    stored, _ = layer.update(reference[0][:, :, :1], reference[0][:, :, :1])
+    assert torch.equal(stored, torch.cat([kept, reference[0][:, :, :1]], dim=2))
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text"])
+@pytest.mark.parametrize("method, budget", [("full", 200), ("snapkv", 40)])
+def test_preallocated_cache_decodes_token_identically_to_concatenating_one(family, method, budget, monkeypatch):
+    from transformers import DynamicCache
+
+    from snapkv_cli.engine import SnapKVCache
+
+    model = tiny_model(family)
+    ids = prompt_ids(150, seed=21)[0].tolist()
+    settings = CompressionSettings(method=method, window_size=8, max_capacity_prompt=budget)
+    buffered = generate_answer(model, DigitTokenizer(), ids, settings, max_new_tokens=300, stop_at_eos=False)
+    assert any(type(layer).__name__ == "BufferedLayer" for layer in buffered.cache.layers)
+    monkeypatch.setattr(SnapKVCache, "_use_buffered_layers", lambda self: None)
+    concatenating = generate_answer(model, DigitTokenizer(), ids, settings, max_new_tokens=300, stop_at_eos=False)
+    assert not any(type(layer).__name__ == "BufferedLayer" for layer in concatenating.cache.layers)
+    assert buffered.generated_ids == concatenating.generated_ids
+    if method == "full":
+        plain = generate_answer(model, DigitTokenizer(), ids, settings, max_new_tokens=300, stop_at_eos=False,
+                                cache=DynamicCache(config=model.config))
+        assert plain.generated_ids == buffered.generated_ids

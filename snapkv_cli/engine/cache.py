@@ -14,8 +14,10 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from .attention import attention_probabilities
+from .layers import BufferedLayer
 from .families import attention_scaling, is_sliding_layer, logit_softcap, project_queries
 from .policies import POLICIES, LayerContext
 from .selection import gather_positions, select_kept_positions
@@ -150,6 +152,7 @@ class SnapKVCache(DynamicCache):
         accumulate_attention: bool | None = None,
     ):
         super().__init__(config=config)
+        self._use_buffered_layers()
         self.settings = settings or CompressionSettings(
             method=method,
             window_size=window_size,
@@ -178,6 +181,14 @@ class SnapKVCache(DynamicCache):
         layers = DynamicCache(config=config).layers
         if layers:
             self.layers, self.layer_class_to_replicate = layers, None
+            self._use_buffered_layers()
+
+    def _use_buffered_layers(self) -> None:
+        """Full-attention layers write decoded tokens in place (no per-step copy); sliding layers stay as they are."""
+        if self.layer_class_to_replicate is DynamicLayer:
+            self.layer_class_to_replicate = BufferedLayer
+        self.layers = [BufferedLayer() if type(layer) is DynamicLayer and not layer.is_initialized else layer
+                       for layer in self.layers]
 
     def observe(self, module: nn.Module, hidden_states: torch.Tensor, position_embeddings) -> None:
         """Remember this forward's attention inputs for a layer that is not compressed yet."""
@@ -239,10 +250,18 @@ class SnapKVCache(DynamicCache):
             raise ValueError(f"method {settings.method!r} needs attention sums: build the prefix with "
                              "accumulate_attention=True")
         fork = SnapKVCache(settings=settings, accumulate_attention=needs_sums)
-        fork.layers = [copy.copy(layer) for layer in self.layers]
+        fork.layers = [self._detached(layer) for layer in self.layers]
         fork.layer_class_to_replicate = self.layer_class_to_replicate
         fork._pending = {index: replace(pending) for index, pending in self._pending.items()}
         return fork
+
+    @staticmethod
+    def _detached(layer):
+        """A copy of a layer sharing its states; a buffered copy writes its own tokens into a buffer of its own."""
+        clone = copy.copy(layer)
+        if isinstance(clone, BufferedLayer):
+            clone._key_buffer = clone._value_buffer = None
+        return clone
 
     # -- compression -----------------------------------------------------------------------------------------
     def _compress(self, layer_idx: int, module: nn.Module, keys: torch.Tensor, values: torch.Tensor,
@@ -267,8 +286,11 @@ class SnapKVCache(DynamicCache):
         scores = self.policy.scores(context)
         kept_positions = select_kept_positions(scores, self.settings.window_size, capacity)
         layer = self.layers[layer_idx]
-        layer.keys = gather_positions(keys, kept_positions)
-        layer.values = gather_positions(values, kept_positions)
+        kept_keys, kept_values = gather_positions(keys, kept_positions), gather_positions(values, kept_positions)
+        if isinstance(layer, BufferedLayer):
+            layer.replace_states(kept_keys, kept_values)
+        else:
+            layer.keys, layer.values = kept_keys, kept_values
         self.records[layer_idx] = LayerRecord(
             layer=layer_idx,
             prompt_length=prompt_length,
