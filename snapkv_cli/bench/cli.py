@@ -1,0 +1,152 @@
+"""``snapkv bench accuracy|speed``: thin command wrappers over :mod:`.accuracy` and :mod:`.speed`."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..console import fail_cleanly, stderr
+from ..defaults import CLI_DEFAULTS
+
+bench_app = typer.Typer(help="Measure accuracy retention and speed on this machine.", no_args_is_help=True)
+
+
+def _ints(text: str, what: str) -> tuple[int, ...]:
+    from ..errors import UserError
+
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise UserError(f"{what} must be comma-separated integers, e.g. 256,1024") from None
+    if not values or min(values) < 1:
+        raise UserError(f"{what} must be positive integers, e.g. 256,1024")
+    return values
+
+
+def _names(text: str, allowed, what: str) -> tuple[str, ...]:
+    from ..errors import UserError
+
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in allowed]
+    if unknown or not names:
+        raise UserError(f"unknown {what} {', '.join(unknown) or '(none)'}: choose from {', '.join(allowed)}")
+    return names
+
+
+def machine_info(loaded) -> dict:
+    import torch
+
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "device": str(loaded.device),
+            "dtype": str(loaded.dtype).removeprefix("torch."), "model": loaded.name}
+
+
+def _load(model, device, dtype):
+    from ..models.loader import load_model
+
+    return load_model(model, device=device, dtype=dtype)
+
+
+def _write(path: Optional[Path], text: str) -> None:
+    if path is not None:
+        from ..views.atomic import atomic_write_text
+
+        atomic_write_text(path, text)
+
+
+@bench_app.command("accuracy")
+@fail_cleanly
+def accuracy(
+    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help="Comma-separated methods."),
+    budgets: str = typer.Option("128,256,512,1024,2048", help="Comma-separated budgets (tokens per head)."),
+    lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
+    tasks: str = typer.Option("single_needle,multi_key,multi_value,variable_tracking,question_first",
+                              help="Comma-separated task kinds."),
+    samples: int = typer.Option(5, min=1, help="Samples per task and length (needle depths spread 5%-95%)."),
+    quick: bool = typer.Option(False, "--quick", help="A run of a few minutes: 2k tokens, single needle, 3 samples."),
+    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window."),
+    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
+    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
+    gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
+    seed: int = typer.Option(0, help="Seed of the generated tasks."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL", help="Model [default model]."),
+    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE"),
+    dtype: str = typer.Option("auto"),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+    markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
+    png: Optional[Path] = typer.Option(None, help="Write an accuracy-vs-budget plot to this PNG file."),
+) -> None:
+    """Accuracy and retention (accuracy / full-cache accuracy on the same samples) on synthetic long-context tasks."""
+    from ..engine import POLICY_NAMES
+    from ..prompting import load_template
+    from .accuracy import AccuracyPlan, run_accuracy, to_json
+    from .render import accuracy_plot, accuracy_rows, markdown_table, rich_table
+    from .tasks import TASKS
+
+    if quick:
+        methods, budgets, lengths, tasks, samples = "full,snapkv,streamingllm", "256,1024", "2048", "single_needle", 3
+    plan = AccuracyPlan(methods=_names(methods, POLICY_NAMES, "method"), budgets=_ints(budgets, "--budgets"),
+                        lengths=_ints(lengths, "--lengths"), tasks=_names(tasks, tuple(TASKS), "task"),
+                        samples=samples, window_size=window, kernel_size=kernel, pooling=pooling,
+                        gqa_aggregation=gqa, seed=seed)
+    plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
+    console = stderr
+    loaded = _load(model, device, dtype)
+    done = 0
+    total = len(plan.lengths) * len(plan.tasks) * plan.samples * len(plan.cells())
+    with console.status("Benchmarking...") as status:
+        def progress(outcome) -> None:
+            nonlocal done
+            done += 1
+            status.update(f"{done}/{total}: {outcome.task} {outcome.length} tok, {outcome.method} "
+                          f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
+
+        outcomes = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
+    header, rows = accuracy_rows(outcomes)
+    console.print(rich_table(f"Accuracy ({loaded.name}, window {window}, {pooling} {kernel})", header, rows))
+    _write(markdown, markdown_table(header, rows))
+    if png is not None:
+        from ..views.atomic import atomic_path
+
+        with atomic_path(png) as temporary:
+            accuracy_plot(outcomes, temporary)
+    if as_json:
+        sys.stdout.write(json.dumps(to_json(plan, outcomes, machine_info(loaded))) + "\n")
+
+
+@bench_app.command("speed")
+@fail_cleanly
+def speed(
+    lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
+    budgets: str = typer.Option("256,1024,2048", help="Comma-separated SnapKV budgets."),
+    new_tokens: int = typer.Option(64, min=2, help="Tokens decoded per configuration."),
+    prefill_chunk: Optional[int] = typer.Option(None, min=1, help="Prefill in chunks of this many tokens."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL", help="Model [default model]."),
+    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE"),
+    dtype: str = typer.Option("auto"),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+    markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
+) -> None:
+    """Prefill time, decode rate, KV bytes and peak memory: weights-only, plain transformers, full and SnapKV."""
+    from .render import markdown_table, rich_table, speed_rows
+    from .speed import SpeedPlan, run_speed, to_json
+
+    plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"), new_tokens=new_tokens,
+                     chunk_size=prefill_chunk)
+    console = stderr
+    loaded = _load(model, device, dtype)
+    with console.status("Timing...") as status:
+        rows = run_speed(loaded, plan, on_row=lambda row: status.update(
+            f"{row.length} tok {row.method} {row.budget or ''}: {row.decode_tokens_per_s} tok/s"))
+    header, table_rows = speed_rows(rows)
+    console.print(rich_table(f"Speed ({loaded.name}, {loaded.device}, {machine_info(loaded)['torch_threads']} threads)",
+                             header, table_rows))
+    _write(markdown, markdown_table(header, table_rows))
+    if as_json:
+        sys.stdout.write(json.dumps(to_json(plan, rows, machine_info(loaded))) + "\n")
