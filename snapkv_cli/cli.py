@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -13,10 +11,10 @@ import typer
 from rich.console import Console
 
 from . import __version__
+from .bench.cli import bench_app
+from .console import fail_cleanly, stderr
 from .defaults import CLI_DEFAULTS
 from .errors import UserError
-
-DEBUG_ENV = "SNAPKV_DEBUG"
 EXAMPLE = 'snapkv ask examples/annual_report.pdf "Who is the chief executive?"'
 
 app = typer.Typer(
@@ -28,35 +26,8 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="The default model and what is cached.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+app.add_typer(bench_app, name="bench")
 
-stderr = Console(stderr=True, highlight=False)
-
-
-def fail_cleanly(command):
-    """User mistakes become one ``Error:`` line and exit 1; other errors too, unless SNAPKV_DEBUG is set."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (typer.Exit, typer.Abort, typer.TyperException):  # typer vendors click: usage errors exit 2
-            raise
-        except UserError as error:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            stderr.print(f"Error: {error}", markup=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            stderr.print("Interrupted", markup=False)
-            raise typer.Exit(130) from None
-        except Exception as error:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            stderr.print(f"Error: {type(error).__name__}: {error} (set {DEBUG_ENV}=1 for the traceback)",
-                         markup=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-
-    return wrapper
 
 
 def _version(value: bool) -> None:

@@ -6,7 +6,7 @@ every key), so a cell costs a short question prefill and a few decoded tokens, n
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 from ..documents import Document, Page

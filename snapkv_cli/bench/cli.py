@@ -53,11 +53,21 @@ def _load(model, device, dtype):
     return load_model(model, device=device, dtype=dtype)
 
 
+def _check_outputs(*paths: Optional[Path]) -> None:
+    """Fail before a long run, not after it, when an output file cannot be written."""
+    from ..views.atomic import check_writable
+
+    for path in paths:
+        if path is not None:
+            check_writable(path)
+
+
 def _write(path: Optional[Path], text: str) -> None:
     if path is not None:
-        from ..views.atomic import atomic_write_text
+        from ..views.atomic import atomic_output
 
-        atomic_write_text(path, text)
+        with atomic_output(path) as file:
+            file.write(text)
 
 
 @bench_app.command("accuracy")
@@ -96,6 +106,7 @@ def accuracy(
                         samples=samples, window_size=window, kernel_size=kernel, pooling=pooling,
                         gqa_aggregation=gqa, seed=seed)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
+    _check_outputs(markdown, png)
     console = stderr
     loaded = _load(model, device, dtype)
     done = 0
@@ -112,10 +123,10 @@ def accuracy(
     console.print(rich_table(f"Accuracy ({loaded.name}, window {window}, {pooling} {kernel})", header, rows))
     _write(markdown, markdown_table(header, rows))
     if png is not None:
-        from ..views.atomic import atomic_path
+        from ..views.atomic import atomic_output
 
-        with atomic_path(png) as temporary:
-            accuracy_plot(outcomes, temporary)
+        with atomic_output(png, binary=True) as file:
+            accuracy_plot(outcomes, file)
     if as_json:
         sys.stdout.write(json.dumps(to_json(plan, outcomes, machine_info(loaded))) + "\n")
 
@@ -139,6 +150,7 @@ def speed(
 
     plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"), new_tokens=new_tokens,
                      chunk_size=prefill_chunk)
+    _check_outputs(markdown)
     console = stderr
     loaded = _load(model, device, dtype)
     with console.status("Timing...") as status:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import BinaryIO
 
 from rich.table import Table
 
@@ -61,14 +61,14 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def accuracy_plot(outcomes, path: Path) -> None:
+def accuracy_plot(outcomes, file: BinaryIO) -> None:
     """Accuracy vs budget per method (full cache as a dashed line), one panel per prompt length."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = [c for c in summarize(outcomes)]
+    cells = summarize(outcomes)
     lengths = sorted({c.length for c in cells})
     figure, axes = plt.subplots(1, len(lengths), figsize=(4.2 * len(lengths), 3.6), squeeze=False, sharey=True)
     for axis, length in zip(axes[0], lengths):
@@ -86,5 +86,5 @@ def accuracy_plot(outcomes, path: Path) -> None:
     axes[0][0].set_ylabel("accuracy")
     axes[0][-1].legend(fontsize=8)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(file, format="png", dpi=110)
     plt.close(figure)

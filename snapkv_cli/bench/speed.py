@@ -13,7 +13,7 @@ from typing import Callable
 
 from transformers import DynamicCache
 
-from ..engine import CompressionSettings
+from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached
 from ..generation import generate_answer
 from ..models.loader import LoadedModel
@@ -57,8 +57,15 @@ def prose_ids(tokenizer, length: int) -> list[int]:
     raise ValueError(f"not enough prose for {length} tokens")
 
 
-def _kv_bytes(cache) -> int:
-    return sum(layer.keys.numel() * layer.keys.element_size() * 2 for layer in cache.layers if layer.keys is not None)
+def _prompt_kv_bytes(cache, decoded_tokens: int) -> int:
+    """Bytes of the prompt's keys and values as stored after the prefill (decoded tokens left out)."""
+    if isinstance(cache, SnapKVCache):
+        return cache.summary()["bytes_after"]
+    total = 0
+    for layer in cache.layers:
+        tokens = layer.keys.shape[2]
+        total += 2 * layer.keys.numel() * layer.keys.element_size() * (tokens - decoded_tokens) // tokens
+    return total
 
 
 def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, method: str, budget: int | None) -> SpeedRow:
@@ -71,7 +78,7 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, method: str, 
         plain = DynamicCache() if method in ("transformers", "weights-only") else None
         result = generate_answer(model, tokenizer, ids, settings, max_new_tokens=plan.new_tokens, cache=plain,
                                  stop_at_eos=False, chunk_size=plan.chunk_size)
-        kv_bytes = _kv_bytes(result.cache) if len(ids) > 1 else 0
+        kv_bytes = _prompt_kv_bytes(result.cache, result.decode_steps) if len(ids) > 1 else 0
     row = SpeedRow(len(ids), method, budget, round(result.prefill_s, 4), round(result.decode_tokens_per_s, 2),
                    kv_bytes, peak.bytes, peak.above_start)
     del result

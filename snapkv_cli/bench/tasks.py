@@ -37,13 +37,14 @@ class Task:
 
 def _fill(tokenizer, target_tokens: int, seed: int, reserved: int) -> list[str]:
     """Prose paragraphs totalling about ``target_tokens - reserved`` tokens."""
-    paragraphs, total = [], 0
+    paragraphs, total, room = [], 0, target_tokens - reserved
     for paragraph in haystack(2000, seed):
         count = len(tokenizer(paragraph, add_special_tokens=False)["input_ids"])
-        if total + count > target_tokens - reserved:
+        if total + count <= room:  # a paragraph too long for what is left is skipped, a shorter one may fit
+            paragraphs.append(paragraph)
+            total += count
+        if room - total < 40:
             break
-        paragraphs.append(paragraph)
-        total += count
     return paragraphs
 
 
