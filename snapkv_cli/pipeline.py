@@ -5,6 +5,7 @@ The CLI and the benchmarks call this; it knows nothing of terminals.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -93,3 +94,124 @@ def select(
                           prompt=prompt, result=result, load_s=loaded.load_seconds, document=document.source,
                           question=question)
     return Answer(prompt=prompt, result=result, report=report)
+
+
+# --------------------------------------------------------------------------- several questions, one document
+
+
+@dataclass
+class SharedPrefix:
+    """The question-independent start of the prompt, prefilled once with its full KV (or loaded from disk).
+
+    source: ``prefill`` or ``disk``; seconds: what building or loading it took; doc_cache: the ``doc_cache`` part of
+    the report (``status`` off, hit, stored, rebuilt or not_stored, with ``reason``, ``path`` and ``bytes``).
+    """
+
+    ids: list[int]
+    cache: object
+    source: str
+    seconds: float
+    doc_cache: dict
+
+
+class DocumentSession:
+    """Answer question after question about one document, prefilling the prompt's prefix once.
+
+    Each question's prompt is built exactly as :func:`ask` builds it; its question-independent prefix
+    (``Prompt.prefix_length`` tokens) is prefilled once with its full KV kept (``build_prefix``), or loaded from
+    ``doc_cache``; each question is then prefilled on a fork of it, SnapKV selects with that question's window over
+    all keys, and the answer decodes from the compressed fork, leaving the prefix intact for the next question. The
+    kept positions and greedy answers are those of separate :func:`ask` runs with the same settings.
+    """
+
+    def __init__(self, loaded: LoadedModel, document: Document, settings: CompressionSettings, template: Template, *,
+                 max_new_tokens: int = 256, truncate: str | None = None, doc_cache=None,
+                 on_progress: Callable[[str], None] | None = None):
+        try:
+            check_supported(loaded.model.config)
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        from .engine import POLICIES
+
+        self.loaded, self.document, self.settings, self.template = loaded, document, settings, template
+        self.max_new_tokens, self.truncate, self.doc_cache = max_new_tokens, truncate, doc_cache
+        self.on_progress = on_progress or (lambda _message: None)
+        self.attention_sums = POLICIES[settings.method].accumulates_attention
+        self.prefix: SharedPrefix | None = None
+        self.asked = 0
+
+    def build_prompt(self, question: str) -> Prompt:
+        prompt = build_prompt(self.loaded.tokenizer, self.document, question, self.template,
+                              max_tokens=context_length(self.loaded) - self.max_new_tokens, truncate=self.truncate)
+        if self.settings.is_fraction:
+            self.settings.capacity_for(prompt.length)
+        return prompt
+
+    def prepare(self, prompt: Prompt) -> tuple[SharedPrefix, bool]:
+        """The shared prefix for ``prompt`` and whether it was built or loaded just now (a truncated document can
+        give a longer question a shorter prefix: that one gets its own)."""
+        prefix_ids = prompt.input_ids[:prompt.prefix_length]
+        if self.prefix is not None and self.prefix.ids == prefix_ids:
+            return self.prefix, False
+        self.prefix = None  # free the old prefix before building the next
+        self.prefix = self._obtain(prefix_ids)
+        return self.prefix, True
+
+    def _obtain(self, prefix_ids: list[int]) -> SharedPrefix:
+        from . import doc_cache as disk
+        from .generation import build_prefix, synchronize
+
+        status = {"enabled": self.doc_cache is not None, "status": "off", "reason": None, "path": None,
+                  "bytes": None}
+        key = None
+        if self.doc_cache is not None:
+            key = disk.prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
+                                  self.attention_sums)
+            self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
+            lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
+            status.update(status=lookup.status, reason=lookup.reason, path=str(lookup.path))
+            if lookup.cache is not None:
+                status["bytes"] = lookup.path.stat().st_size if lookup.path.exists() else None
+                return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds, status)
+        self.on_progress(f"Reading the document: {len(prefix_ids)} tokens...")
+        synchronize(self.loaded.device)
+        started = time.perf_counter()
+        cache = build_prefix(self.loaded.model, prefix_ids, self.settings.window_size,
+                             accumulate_attention=self.attention_sums)
+        synchronize(self.loaded.device)
+        seconds = time.perf_counter() - started
+        if self.doc_cache is not None:
+            self.on_progress("Saving the document's cache...")
+            stored, reason, size = self.doc_cache.store(key, prefix_ids, cache, document=self.document.source)
+            if stored:
+                status.update(status="stored" if status["status"] == "miss" else "rebuilt", bytes=size)
+            else:
+                status.update(status="not_stored", reason=reason, bytes=size or None)
+        return SharedPrefix(prefix_ids, cache, "prefill", seconds, status)
+
+    def ask(self, question: str, *, temperature: float = 0.0, seed: int | None = None,
+            on_prompt: Callable[[Prompt], None] | None = None,
+            on_text: Callable[[str], None] | None = None) -> Answer:
+        """Answer one question; the report gets ``question_index``, ``reused_prefix_tokens``, ``prefix`` and
+        ``doc_cache`` keys and ``timings.prefix_s``."""
+        prompt = self.build_prompt(question)
+        if on_prompt is not None:
+            on_prompt(prompt)
+        prefix, fresh = self.prepare(prompt)
+        self.on_progress(f"Prefill: {prompt.length - prompt.prefix_length} question tokens...")
+        result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, self.settings,
+                                 max_new_tokens=self.max_new_tokens, temperature=temperature, seed=seed,
+                                 on_text=on_text, prefix=prefix.cache, prefix_length=prompt.prefix_length)
+        report = build_report(model_name=self.loaded.name, device=str(self.loaded.device),
+                              dtype=torch_dtype_name(self.loaded.dtype), prompt=prompt, result=result,
+                              load_s=self.loaded.load_seconds if self.asked == 0 else 0.0,
+                              document=self.document.source, question=question)
+        source = prefix.source if fresh else "memory"
+        report["question_index"] = self.asked
+        report["reused_prefix_tokens"] = 0 if source == "prefill" else prompt.prefix_length
+        report["prefix"] = {"tokens": prompt.prefix_length, "source": source,
+                            "seconds": round(prefix.seconds, 3) if fresh else 0.0}
+        report["doc_cache"] = dict(prefix.doc_cache)  # what the disk cache did for this prefix (hit, stored...)
+        report["timings"]["prefix_s"] = report["prefix"]["seconds"]
+        self.asked += 1
+        return Answer(prompt=prompt, result=result, report=report)
