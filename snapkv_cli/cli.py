@@ -14,6 +14,7 @@ from . import __version__
 from .bench.cli import bench_app
 from .console import fail_cleanly, stderr
 from .defaults import CLI_DEFAULTS
+from .doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from .errors import UserError
 EXAMPLE = 'snapkv ask examples/annual_report.pdf "Who is the chief executive?"'
 
@@ -27,6 +28,8 @@ app = typer.Typer(
 models_app = typer.Typer(help="The default model and what is cached.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
 app.add_typer(bench_app, name="bench")
+cache_app = typer.Typer(help="The on-disk cache of prefilled documents (ask/chat --cache-docs).", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
 
 
 
@@ -95,8 +98,8 @@ def _parse_request(inputs: list[str], *, pages: Optional[str], template: Optiona
 @app.command()
 @fail_cleanly
 def ask(
-    inputs: list[str] = typer.Argument(..., metavar="DOC QUESTION",
-                                       help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
+    inputs: Optional[list[str]] = typer.Argument(None, metavar="DOC QUESTION",
+                                                 help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
     model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL",
                                         help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct]."),
     device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
@@ -115,10 +118,28 @@ def ask(
     truncate: Optional[str] = typer.Option(None, help="If the document is too long: middle, start or end."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (answer and report) on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No report or progress on stderr."),
+    questions: Optional[list[str]] = typer.Option(None, "--question", "-Q", help="A question; repeat it to ask several (the document is read once)."),
+    questions_file: Optional[str] = typer.Option(None, "--questions", help="A file of questions, one per line (- for stdin)."),
+    cache_docs: bool = typer.Option(False, "--cache-docs/--no-cache-docs", envvar=DOC_CACHE_ENV, help="Keep the document's prefilled KV on disk, so a later run on it skips the prefill."),
+    cache_size: int = typer.Option(DEFAULT_CAP_MB, "--cache-size", envvar=DOC_CACHE_MB_ENV, min=1, help="Document cache cap in MB (least recently used entries are evicted)."),
 ) -> None:
-    """Answer a question about a document; the answer streams to stdout, the report goes to stderr."""
+    """Answer a question about a document; the answer streams to stdout, the report goes to stderr.
+
+    Several questions (-Q ... -Q ..., --questions FILE) share one prefill of the document.
+    """
+    if questions or questions_file is not None or cache_docs:
+        from .questions import gather_questions, open_doc_cache, run_questions
+
+        document_path, asked = gather_questions(inputs, questions, questions_file, sys.stdin.isatty())
+        document, _, prompt_template, settings = _parse_request(
+            [document_path, asked[0]], pages=pages, template=template, truncate=truncate, method=method, window=window,
+            budget=budget, kernel=kernel, pooling=pooling, gqa=gqa, seed=seed)
+        run_questions(document, asked, prompt_template, settings, console=stderr, model=model, device=device,
+                      dtype=dtype, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, truncate=truncate,
+                      as_json=as_json, quiet=quiet, doc_cache=open_doc_cache(cache_docs, cache_size))
+        return
     document, question, prompt_template, settings = _parse_request(
-        inputs, pages=pages, template=template, truncate=truncate, method=method, window=window, budget=budget,
+        inputs or [], pages=pages, template=template, truncate=truncate, method=method, window=window, budget=budget,
         kernel=kernel, pooling=pooling, gqa=gqa, seed=seed)
 
     from .models.loader import load_model
@@ -311,6 +332,72 @@ def models_pull(name: Optional[str] = typer.Argument(None, help="Model to fetch 
     with stderr.status("Fetching model...", spinner="dots") as status:
         loaded = load_model(name, device="cpu", dtype="float32", progress=status.update)
     typer.echo(loaded.source)
+
+
+@app.command()
+@fail_cleanly
+def chat(
+    doc: str = typer.Argument(..., metavar="DOC", help="Document (PDF, .txt, .md, .html); questions come from stdin."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL",
+                                        help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct]."),
+    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
+    method: str = typer.Option("snapkv", help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
+    budget: str = typer.Option(str(CLI_DEFAULTS["max_capacity_prompt"]), help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
+    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window: the last prompt tokens that vote."),
+    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel size (odd)."),
+    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
+    gqa: str = typer.Option("mean", help="How query heads of a KV group combine their votes: mean or max."),
+    max_new_tokens: int = typer.Option(128, min=1, help="Most tokens to generate per answer."),
+    temperature: float = typer.Option(0.0, min=0.0, help="0 is greedy."),
+    seed: Optional[int] = typer.Option(None, help="Random seed for sampling."),
+    pages: Optional[str] = typer.Option(None, help="PDF pages to read, e.g. 3-7,10."),
+    template: Optional[str] = typer.Option(None, help="Prompt template name (in prompts/) or path."),
+    truncate: Optional[str] = typer.Option(None, help="If the document is too long: middle, start or end."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON line (answer and report) per answer."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No report or progress on stderr."),
+    cache_docs: bool = typer.Option(False, "--cache-docs/--no-cache-docs", envvar=DOC_CACHE_ENV, help="Keep the document's prefilled KV on disk, so a later run on it skips the prefill."),
+    cache_size: int = typer.Option(DEFAULT_CAP_MB, "--cache-size", envvar=DOC_CACHE_MB_ENV, min=1, help="Document cache cap in MB (least recently used entries are evicted)."),
+) -> None:
+    """Ask question after question about one document, read once: one question per line on stdin, Ctrl-D to leave."""
+    if doc == "-":
+        raise UserError("snapkv chat reads your questions from stdin, so the document cannot come from stdin: "
+                        "give the document as a file path")
+    document, _, prompt_template, settings = _parse_request(
+        [doc, "(chat)"], pages=pages, template=template, truncate=truncate, method=method, window=window,
+        budget=budget, kernel=kernel, pooling=pooling, gqa=gqa, seed=seed)
+    from .chat import run_chat
+    from .questions import open_doc_cache
+
+    code = run_chat(document, prompt_template, settings, console=stderr, model=model, device=device, dtype=dtype,
+                    max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, truncate=truncate,
+                    as_json=as_json, quiet=quiet, doc_cache=open_doc_cache(cache_docs, cache_size))
+    if code:
+        raise typer.Exit(code)
+
+
+@cache_app.command("list")
+@fail_cleanly
+def cache_list(as_json: bool = typer.Option(False, "--json", help="Print one JSON object on stdout.")) -> None:
+    """Show the cached documents: size, last use, model, prompt tokens, document."""
+    from .doc_cache import DocCache
+    from .questions import render_cache_list
+
+    render_cache_list(DocCache(), as_json=as_json)
+
+
+@cache_app.command("clear")
+@fail_cleanly
+def cache_clear(
+    older_than: Optional[str] = typer.Option(None, "--older-than", help="Only entries unused for this long: 30m, 12h, 7d, 2w."),
+) -> None:
+    """Remove cached documents (all, or those not used for --older-than)."""
+    from .doc_cache import DocCache, parse_age
+    from .report_view import human_bytes
+
+    age = parse_age(older_than) if older_than is not None else None
+    removed = DocCache().clear(older_than_s=age)
+    typer.echo(f"removed {len(removed)} cached document(s), {human_bytes(sum(e.bytes for e in removed))}")
 
 
 def main() -> None:
