@@ -1,0 +1,334 @@
+"""The on-disk document cache: reused, invalidated by any change of document, model or template, never trusted when
+damaged (rebuilt instead), capped with least-recently-used eviction, listed and cleared from the command line.
+
+A prefix loaded from disk is stored in the model's dtype, so answers from it equal answers from a fresh prefill bit
+for bit (scores included), and equal separate ``snapkv ask`` runs as tests/test_multi_question.py states.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import prompt_ids, tiny_model
+from typer.testing import CliRunner
+
+import snapkv_cli.cli as cli
+from snapkv_cli import doc_cache as disk
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.errors import UserError
+from snapkv_cli.generation import build_prefix, generate_answer
+
+runner = CliRunner()
+TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal and oiled the clockwork. "
+        "The relief boat Morven Lass arrived on Tuesday with coal, letters and bread. The station's coastguard code "
+        "is K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
+QUESTION = "What is the coastguard code?"
+SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_CACHE_DOCS", "SNAPKV_DOC_CACHE_MB"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", str(tmp_path / "doc-cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: see tests/test_multi_question.py
+    yield tmp_path / "doc-cache"
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def notes(tmp_path) -> str:
+    path = tmp_path / "notes.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return str(path)
+
+
+def ask(*args, env=None, input=None) -> list[dict]:
+    """``snapkv ask ... --cache-docs --json --quiet`` -> the JSON lines."""
+    result = runner.invoke(cli.app, ["ask", *args, "--cache-docs", "--json", "--quiet"], env=env, input=input)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert result.stderr == ""
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def entries(directory) -> list:
+    return disk.DocCache(directory).entries()
+
+
+class DigitTokenizer:
+    eos_token_id = None
+
+    def decode(self, ids, skip_special_tokens=True):
+        return " ".join(map(str, ids))
+
+
+# --------------------------------------------------------------------------- reuse and exactness
+
+
+def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path, isolated):
+    plain = runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--json", "--quiet"])
+    fresh = json.loads(plain.stdout)
+    (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    (second,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    assert first["doc_cache"]["status"] == "stored" and first["prefix"]["source"] == "prefill"
+    assert first["reused_prefix_tokens"] == 0
+    assert second["doc_cache"]["status"] == "hit" and second["prefix"]["source"] == "disk"
+    assert second["reused_prefix_tokens"] == second["prefix"]["tokens"] > 0
+    assert second["doc_cache"]["path"] == first["doc_cache"]["path"]
+    assert second["doc_cache"]["bytes"] == os.path.getsize(first["doc_cache"]["path"])
+    for key in ("answer", "prompt_tokens", "cache", "layers", "generated_tokens"):
+        assert first[key] == second[key] == fresh[key], key
+    assert len(entries(isolated)) == 1
+    # the report says it on stderr too
+    result = runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--cache-docs"])
+    assert "loaded from the document cache" in result.stderr
+
+
+def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, isolated):
+    args = ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--json", "--quiet"]
+    on = runner.invoke(cli.app, args, env={"SNAPKV_CACHE_DOCS": "1"})
+    assert json.loads(on.stdout)["doc_cache"]["status"] == "stored"
+    off = runner.invoke(cli.app, [*args, "--no-cache-docs"], env={"SNAPKV_CACHE_DOCS": "1"})
+    assert "doc_cache" not in json.loads(off.stdout)  # the plain single-question path, as before
+
+
+def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
+    model = tiny_model("llama")
+    prefix = prompt_ids(90, seed=21)[0].tolist()
+    question = prompt_ids(7, seed=22)[0].tolist()
+    built = build_prefix(model, prefix, window_size=16, accumulate_attention=True)
+    key = {"test": "prefix", "window_size": 16, "attention_sums": True}
+    cache = disk.DocCache(tmp_path)
+    stored, reason, size = cache.store(key, prefix, built)
+    assert stored and reason is None and size > 0
+    loaded = disk.import_prefix(disk._read(cache.path_for(key))[0], model, 16, True)
+    for method in ("snapkv", "h2o", "pyramidkv"):
+        settings = CompressionSettings(method=method, window_size=12, max_capacity_prompt=40, kernel_size=5)
+        runs = [generate_answer(model, DigitTokenizer(), prefix + question, settings, max_new_tokens=6, prefix=p,
+                                prefix_length=len(prefix)) for p in (built, loaded)]
+        assert runs[0].generated_ids == runs[1].generated_ids
+        for layer, record in runs[0].cache.records.items():
+            other = runs[1].cache.records[layer]
+            assert torch.equal(record.kept_positions, other.kept_positions)
+            assert torch.equal(record.scores, other.scores)
+
+
+# --------------------------------------------------------------------------- invalidation
+
+
+def test_document_template_and_model_changes_make_new_entries(notes, tiny_model_path, short_context_model_path,
+                                                              isolated, tmp_path):
+    base = [QUESTION, *SMALL]
+    assert ask(notes, *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "stored"
+    changed = tmp_path / "changed.txt"
+    changed.write_text(TEXT.replace("K-4417", "K-4418"), encoding="utf-8")
+    assert ask(str(changed), *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "stored"
+    assert ask(notes, *base, "--model", tiny_model_path, "--template", "summary")[0]["doc_cache"]["status"] == \
+        "stored"
+    assert ask(notes, *base, "--model", short_context_model_path)[0]["doc_cache"]["status"] == "stored"
+    assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")[0]["doc_cache"]["status"] == "stored"
+    assert len(entries(isolated)) == 5
+    # each of them is found again
+    assert ask(str(changed), *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "hit"
+    assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")[0]["doc_cache"]["status"] == "hit"
+    # another question about the same document reuses the entry (the prefix does not depend on the question)
+    assert ask(notes, "Who repaired the fog signal?", *SMALL, "--model", tiny_model_path)[0]["doc_cache"][
+        "status"] == "hit"
+
+
+def test_key_covers_model_weights_template_and_ids(tiny_model_path):
+    from snapkv_cli.models.loader import load_model
+    from snapkv_cli.prompting import load_template
+
+    loaded = load_model(tiny_model_path, device="cpu")
+    key = disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
+    assert key == disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
+    assert key["model"]["weights"] and key["model"]["dtype"] == "float32" and key["model"]["device_type"] == "cpu"
+    different = [
+        disk.prefix_key(loaded, load_template(), [5, 6, 8], 32, False),
+        disk.prefix_key(loaded, load_template("summary"), [5, 6, 7], 32, False),
+        disk.prefix_key(loaded, load_template(), [5, 6, 7], 16, False),
+        disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, True),
+    ]
+    weights = os.path.join(tiny_model_path, "model.safetensors")
+    stat = os.stat(weights)
+    os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the model was re-converted
+    try:
+        different.append(disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, False))
+    finally:
+        os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    digests = {disk.key_digest(k) for k in [key, *different]}
+    assert len(digests) == 6
+
+
+# --------------------------------------------------------------------------- damaged entries
+
+
+def _damage_truncate(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _damage_flip_a_byte(path):
+    data = bytearray(path.read_bytes())
+    data[-10] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _damage_header(path):
+    path.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all" + b"\x00" * 64)
+
+
+def _damage_empty(path):
+    path.write_bytes(b"")
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    (_damage_truncate, "unreadable file"),
+    (_damage_flip_a_byte, "checksum mismatch"),
+    (_damage_header, "unreadable file"),
+    (_damage_empty, "unreadable file"),
+])
+def test_damaged_entry_is_rebuilt(notes, tiny_model_path, damage, reason):
+    args = [notes, QUESTION, "--model", tiny_model_path, *SMALL]
+    (first,) = ask(*args)
+    path = Path(first["doc_cache"]["path"])
+    damage(path)
+    (second,) = ask(*args)
+    assert second["doc_cache"]["status"] == "rebuilt" and reason in second["doc_cache"]["reason"]
+    assert second["prefix"]["source"] == "prefill"
+    assert second["answer"] == first["answer"] and second["layers"] == first["layers"]
+    (third,) = ask(*args)
+    assert third["doc_cache"]["status"] == "hit"
+
+
+def _rewrite(path, change):
+    """Rewrite a cache file with ``change(tensors, metadata)`` applied and a matching checksum (a consistent file
+    that is still wrong)."""
+    from safetensors.torch import save_file
+
+    tensors, metadata = disk._read(path)
+    change(tensors, metadata)
+    metadata["checksum"] = disk._checksum(tensors)
+    save_file(tensors, str(path), metadata=metadata)
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda t, m: t.update({"layers.1.keys": t["layers.1.keys"][:, :, :-1].contiguous()}), "layer 1: keys/values"),
+    (lambda t, m: t.update({"layers.0.keys": t["layers.0.keys"].half()}), "dtype"),
+    (lambda t, m: t.pop("layers.2.window_queries"), "unexpected tensor names"),
+    (lambda t, m: t.update({"prefix_ids": t["prefix_ids"].flip(0)}), "token ids"),
+    (lambda t, m: m.update({"key": m["key"].replace('"window_size": 16', '"window_size": 8')}), "metadata does not"),
+    (lambda t, m: m.update({"format_version": "0"}), "version"),
+])
+def test_consistent_but_wrong_entry_is_rebuilt(notes, tiny_model_path, change, reason):
+    args = [notes, QUESTION, "--model", tiny_model_path, *SMALL]
+    (first,) = ask(*args)
+    _rewrite(Path(first["doc_cache"]["path"]), change)
+    (second,) = ask(*args)
+    assert second["doc_cache"]["status"] == "rebuilt", second["doc_cache"]
+    assert reason in second["doc_cache"]["reason"]
+    assert second["answer"] == first["answer"]
+
+
+def test_entry_of_another_key_under_this_name_is_rebuilt(notes, tiny_model_path, tmp_path):
+    other = tmp_path / "other.txt"
+    other.write_text(TEXT.replace("Tuesday", "Friday"), encoding="utf-8")
+    (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    (second,) = ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
+    os.replace(second["doc_cache"]["path"], first["doc_cache"]["path"])
+    (third,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    assert third["doc_cache"]["status"] == "rebuilt" and "metadata does not match" in third["doc_cache"]["reason"]
+    assert third["answer"] == first["answer"]
+
+
+# --------------------------------------------------------------------------- size cap and eviction
+
+
+def _store(cache, index: int):
+    model = tiny_model("llama")
+    ids = prompt_ids(60, seed=100 + index)[0].tolist()
+    key = {"entry": index, "window_size": 8, "attention_sums": False}
+    stored, reason, size = cache.store(key, ids, build_prefix(model, ids, window_size=8))
+    assert stored, reason
+    return key, ids, cache.path_for(key)
+
+
+def test_lru_eviction_respects_the_cap(tmp_path):
+    unbounded = disk.DocCache(tmp_path / "probe")
+    size = _store(unbounded, 0)[2].stat().st_size
+    cache = disk.DocCache(tmp_path / "docs", max_bytes=int(2.5 * size))
+    (key0, ids0, path0), (_, _, path1) = _store(cache, 0), _store(cache, 1)
+    os.utime(path0, (time.time() - 100, time.time() - 100))
+    os.utime(path1, (time.time() - 50, time.time() - 50))
+    # entry 0 is used again: it becomes the most recent, so entry 1 goes first
+    assert cache.load(key0, ids0, tiny_model("llama")).status == "hit"
+    _, _, path2 = _store(cache, 2)
+    assert path0.exists() and not path1.exists() and path2.exists()
+    assert cache.total_bytes() <= cache.max_bytes
+    _store(cache, 3)
+    assert not path0.exists() and len(cache.entries()) == 2  # now entry 0 is the least recently used
+    assert cache.total_bytes() <= cache.max_bytes
+
+
+def test_prefix_larger_than_the_cap_is_not_stored(tiny_model_path, isolated):
+    field_notes = Path(__file__).parent.parent / "examples" / "field_notes.txt"  # about 2.4 MB of prefix KV here
+    args = [str(field_notes), QUESTION, "--model", tiny_model_path, *SMALL]
+    (first,) = ask(*args, env={"SNAPKV_DOC_CACHE_MB": "1"})
+    assert first["doc_cache"]["status"] == "not_stored"
+    assert "more than the cache cap of 1 MB" in first["doc_cache"]["reason"]
+    assert entries(isolated) == []
+    (second,) = ask(*args, "--cache-size", "8", env={"SNAPKV_DOC_CACHE_MB": "1"})  # the option wins
+    assert second["doc_cache"]["status"] == "stored" and second["answer"] == first["answer"]
+
+
+def test_sliding_window_models_are_not_stored(tmp_path):
+    model = tiny_model("gemma2")
+    ids = prompt_ids(60, seed=6)[0].tolist()
+    stored, reason, _ = disk.DocCache(tmp_path).store({"k": 1}, ids, build_prefix(model, ids, window_size=8))
+    assert not stored and "sliding-window layers" in reason
+    assert disk.DocCache(tmp_path).entries() == []
+
+
+# --------------------------------------------------------------------------- snapkv cache list / clear
+
+
+def test_cache_list_and_clear(notes, tiny_model_path, isolated, tmp_path):
+    empty = runner.invoke(cli.app, ["cache", "list"])
+    assert empty.exit_code == 0 and empty.stdout.startswith("0 cached document(s)")
+    ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    other = tmp_path / "other.txt"
+    other.write_text(TEXT * 2, encoding="utf-8")
+    ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
+    listing = runner.invoke(cli.app, ["cache", "list"])
+    assert listing.exit_code == 0
+    lines = listing.stdout.splitlines()
+    assert lines[0].split()[:3] == ["LAST", "USED", "SIZE"]
+    assert lines[1].endswith(str(other)) and lines[2].endswith(notes)  # most recently used first
+    assert "2 cached document(s)" in lines[-1] and str(isolated) in lines[-1]
+    as_json = json.loads(runner.invoke(cli.app, ["cache", "list", "--json"]).stdout)
+    assert len(as_json["entries"]) == 2 and as_json["total_bytes"] == sum(e["bytes"] for e in as_json["entries"])
+    assert {e["document"] for e in as_json["entries"]} == {notes, str(other)}
+    assert all(e["model"] == tiny_model_path and e["prefix_tokens"] > 0 for e in as_json["entries"])
+    old = disk.DocCache(isolated).entries()[0].path
+    os.utime(old, (time.time() - 3 * 86400, time.time() - 3 * 86400))
+    cleared = runner.invoke(cli.app, ["cache", "clear", "--older-than", "2d"])
+    assert cleared.exit_code == 0 and cleared.stdout.startswith("removed 1 cached document(s)")
+    assert not old.exists() and len(entries(isolated)) == 1
+    assert runner.invoke(cli.app, ["cache", "clear"]).stdout.startswith("removed 1 cached document(s)")
+    assert entries(isolated) == []
+    bad = runner.invoke(cli.app, ["cache", "clear", "--older-than", "soon"])
+    assert bad.exit_code == 1 and "--older-than must be a duration" in bad.stderr
+
+
+def test_parse_age():
+    assert disk.parse_age("90") == 90 and disk.parse_age("30m") == 1800 and disk.parse_age("2w") == 14 * 86400
+    for text in ("", "-1d", "xd"):
+        with pytest.raises(UserError, match="--older-than"):
+            disk.parse_age(text)

@@ -1,0 +1,281 @@
+"""Several questions about one document: the prefix is prefilled once and forked per question.
+
+Every answer must be the one a separate ``snapkv ask`` gives with the same settings: the same greedy tokens and the
+same kept positions in every layer and KV head; SnapKV scores agree within atol 1e-5 / rtol 1e-4 (the question's
+prefill on a fork multiplies the same keys in differently shaped matrices than a whole-prompt prefill, so the last
+float32 bits may differ). The tiny random model answers gibberish: these tests check mechanics, not content.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import snapkv_cli.cli as cli
+import snapkv_cli.pipeline as pipeline
+from snapkv_cli.documents import Document, Page, load_document
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.prompting import load_template
+
+runner = CliRunner()
+TEXT = (
+    "Skerrow Point Light, winter log.\n\n"
+    "The lamp was lit at dusk and the wind came round to the north-west by midnight. "
+    "Duncan Hale repaired the fog signal and oiled the clockwork before the storm. "
+    "The relief boat Morven Lass arrived on Tuesday with coal, letters and fresh bread.\n\n"
+    "Agnes Tolland counted 117 steps up to the lamp room and wrote the barometer reading in the book. "
+    "The station's coastguard code is K-4417; it is painted on the door of the oil store.\n"
+)
+QUESTIONS = ["Who repaired the fog signal?", "What is the station's coastguard code, exactly as painted?",
+             "How many steps?"]
+SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_CACHE_DOCS", "SNAPKV_DOC_CACHE_MB"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", str(tmp_path / "doc-cache"))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: the tiny model gains nothing from more, and on a busy machine their waits cost 50x
+    (3x for the default model)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def notes(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("notes") / "notes.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_path):
+    from snapkv_cli.models.loader import load_model
+
+    return load_model(tiny_model_path, device="cpu")
+
+
+def invoke(*args, input=None):
+    return runner.invoke(cli.app, list(args), input=input)
+
+
+def ok(*args, input=None):
+    result = invoke(*args, input=input)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return result
+
+
+def jsonl(text: str) -> list[dict]:
+    assert text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def assert_same_answer(separate, shared):
+    assert shared.result.generated_ids == separate.result.generated_ids
+    assert shared.prompt.input_ids == separate.prompt.input_ids
+    assert sorted(shared.result.cache.records) == sorted(separate.result.cache.records)
+    for layer, record in separate.result.cache.records.items():
+        other = shared.result.cache.records[layer]
+        assert torch.equal(record.kept_positions, other.kept_positions), f"layer {layer}"
+        if record.scores is not None:
+            torch.testing.assert_close(record.scores, other.scores, atol=1e-5, rtol=1e-4)
+
+
+# --------------------------------------------------------------------------- the library
+
+
+@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv"])
+def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, monkeypatch):
+    document, template = load_document(notes), load_template()
+    settings = CompressionSettings(method=method, window_size=16, max_capacity_prompt=64, kernel_size=15,
+                                   pooling="maxpool")
+    built = []
+    real_build = pipeline.DocumentSession._obtain
+    monkeypatch.setattr(pipeline.DocumentSession, "_obtain",
+                        lambda self, ids: built.append(len(ids)) or real_build(self, ids))
+    session = pipeline.DocumentSession(loaded, document, settings, template, max_new_tokens=6)
+    for index, question in enumerate(QUESTIONS):
+        shared = session.ask(question)
+        separate = pipeline.ask(loaded, document, question, settings, template, max_new_tokens=6)
+        assert_same_answer(separate, shared)
+        report = shared.report
+        assert report["question_index"] == index
+        assert report["prefix"]["tokens"] == shared.prompt.prefix_length > 0
+        assert report["prefix"]["source"] == ("prefill" if index == 0 else "memory")
+        assert report["reused_prefix_tokens"] == (0 if index == 0 else shared.prompt.prefix_length)
+        assert report["doc_cache"]["status"] == "off"
+        assert report["cache"] == separate.report["cache"]
+        assert report["layers"] == separate.report["layers"]
+    assert len(built) == 1  # the document was read once
+
+
+def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_model_path):
+    """A longer question truncates the document more: its prefix differs, and it still matches a separate run."""
+    from snapkv_cli.models.loader import load_model
+
+    loaded = load_model(short_context_model_path, device="cpu")
+    document = Document(source="long", kind="text", pages=(Page(1, TEXT * 4),))
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=5)
+    questions = ["Who?", "Who repaired the fog signal and oiled the clockwork before the great winter storm came?",
+                 "Who?"]
+    session = pipeline.DocumentSession(loaded, document, settings, load_template(), max_new_tokens=4,
+                                       truncate="middle")
+    sources = []
+    for question in questions:
+        shared = session.ask(question)
+        separate = pipeline.ask(loaded, document, question, settings, load_template(), max_new_tokens=4,
+                                truncate="middle")
+        assert separate.prompt.truncated_document_tokens > 0
+        assert_same_answer(separate, shared)
+        sources.append(shared.report["prefix"]["source"])
+    assert sources == ["prefill", "prefill", "prefill"]
+
+
+# --------------------------------------------------------------------------- snapkv ask with several questions
+
+
+def test_jsonl_answers_match_separate_asks(notes, tiny_model_path):
+    args = [notes, "--model", tiny_model_path, *SMALL]
+    separate = [json.loads(ok("ask", notes, question, "--model", tiny_model_path, *SMALL, "--json", "--quiet").stdout)
+                for question in QUESTIONS]
+    result = ok("ask", *args, *[part for q in QUESTIONS for part in ("-Q", q)], "--json", "--quiet")
+    assert result.stderr == ""
+    lines = jsonl(result.stdout)
+    assert len(lines) == len(QUESTIONS)
+    for index, (line, alone) in enumerate(zip(lines, separate)):
+        assert set(line) - set(alone) == {"question_index", "reused_prefix_tokens", "prefix", "doc_cache"}
+        assert line["question"] == QUESTIONS[index] and line["question_index"] == index
+        for key in ("answer", "prompt_tokens", "prompt", "generated_tokens", "cache", "layers", "settings"):
+            assert line[key] == alone[key], key
+        assert line["reused_prefix_tokens"] == (0 if index == 0 else line["prefix"]["tokens"])
+        assert line["doc_cache"]["status"] == "off" and line["doc_cache"]["enabled"] is False
+        assert line["timings"]["prefix_s"] >= 0
+
+
+def test_text_output_and_reports(notes, tiny_model_path):
+    base = [notes, "--model", tiny_model_path, *SMALL]
+    answers = [json.loads(ok("ask", *base[:1], question, *base[1:], "--json", "--quiet").stdout)["answer"]
+               for question in QUESTIONS[:2]]
+    result = ok("ask", *base, "-Q", QUESTIONS[0], "--question", QUESTIONS[1])
+    assert result.stdout == "".join(f"Q: {q}\n{a}\n\n" for q, a in zip(QUESTIONS[:2], answers))
+    assert result.stderr.count("KV cache") == 1  # the full report once
+    assert "[1/2]" in result.stderr and "[2/2]" in result.stderr and "prefix" in result.stderr
+    assert "reused" in result.stderr.split("[2/2]")[1]
+    # one question with -Q prints exactly the answer, as a plain ask does
+    single = ok("ask", *base, "-Q", QUESTIONS[0], "--quiet")
+    assert single.stdout == answers[0] + "\n"
+    # a positional question comes first, then the -Q ones
+    mixed = ok("ask", notes, QUESTIONS[1], "--model", tiny_model_path, *SMALL, "-Q", QUESTIONS[0], "--quiet")
+    assert mixed.stdout == f"Q: {QUESTIONS[1]}\n{answers[1]}\n\nQ: {QUESTIONS[0]}\n{answers[0]}\n\n"
+
+
+def test_questions_file_and_stdin(notes, tiny_model_path, tmp_path):
+    base = [notes, "--model", tiny_model_path, *SMALL, "--json", "--quiet"]
+    path = tmp_path / "questions.txt"
+    path.write_text(f"\n{QUESTIONS[0]}\n   \n{QUESTIONS[1]}\n\n", encoding="utf-8")
+    from_file = jsonl(ok("ask", *base, "--questions", str(path)).stdout)
+    assert [line["question"] for line in from_file] == QUESTIONS[:2]
+    from_stdin = jsonl(ok("ask", *base, "--questions", "-", input=path.read_text()).stdout)
+    assert [line["answer"] for line in from_stdin] == [line["answer"] for line in from_file]
+    # the document on stdin with the questions as options
+    piped = jsonl(ok("ask", "--model", tiny_model_path, *SMALL, "--json", "--quiet", "-Q", QUESTIONS[0], "-Q",
+                     QUESTIONS[1], input=TEXT).stdout)
+    assert [line["answer"] for line in piped] == [line["answer"] for line in from_file]
+    assert piped[0]["document"] == "<stdin>"
+
+
+@pytest.mark.parametrize(("args", "input", "fragments"), [
+    (["-", "--questions", "-"], "Who?\n", ["cannot come from stdin too", "file path"]),
+    (["--questions", "-"], "Who?\n", ["cannot come from stdin too"]),
+    (["{notes}", "--questions", "{empty}"], None, ["no questions in"]),
+    (["{notes}", "--questions", "{missing}"], None, ["questions file not found"]),
+    (["{notes}", "-Q", "Who?", "-Q", "  "], None, ["a question is empty"]),
+])
+def test_bad_questions(notes, tiny_model_path, tmp_path, args, input, fragments):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    paths = {"notes": notes, "empty": str(empty), "missing": str(tmp_path / "nope.txt")}
+    result = invoke("ask", *[arg.format(**paths) for arg in args], "--model", tiny_model_path, input=input)
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert result.stdout == "" and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+def test_too_many_positionals_is_a_usage_error(notes):
+    result = invoke("ask", notes, "one", "two", "-Q", "three")
+    assert result.exit_code == 2 and "Usage:" in result.stderr
+
+
+# --------------------------------------------------------------------------- snapkv chat
+
+
+def test_chat_answers_each_line(notes, tiny_model_path):
+    base = [notes, "--model", tiny_model_path, *SMALL]
+    answers = [json.loads(ok("ask", *base[:1], question, *base[1:], "--json", "--quiet").stdout)["answer"]
+               for question in QUESTIONS[:2]]
+    result = ok("chat", *base, input=f"{QUESTIONS[0]}\n\n   \n{QUESTIONS[1]}\n")
+    assert result.stdout == "".join(f"{answer}\n" for answer in answers)
+    assert "prompt tokens prefilled" in result.stderr
+    assert "[1]" in result.stderr and "[2]" in result.stderr and "[3]" not in result.stderr
+    as_json = jsonl(ok("chat", *base, "--json", "--quiet", input=f"{QUESTIONS[0]}\n{QUESTIONS[1]}").stdout)
+    assert [line["answer"] for line in as_json] == answers
+    assert [line["reused_prefix_tokens"] > 0 for line in as_json] == [True, True]
+    assert ok("chat", *base, "--quiet", input="").stdout == ""  # end of input right away
+
+
+def test_chat_ctrl_c_cancels_the_answer_and_goes_on(notes, tiny_model_path, monkeypatch):
+    base = [notes, "--model", tiny_model_path, *SMALL]
+    expected = json.loads(ok("ask", notes, QUESTIONS[1], *base[1:], "--json", "--quiet").stdout)["answer"]
+    real = pipeline.generate_answer
+    calls = []
+
+    def interrupted_once(*args, on_text=None, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            on_text("partial")
+            raise KeyboardInterrupt
+        return real(*args, on_text=on_text, **kwargs)
+
+    monkeypatch.setattr(pipeline, "generate_answer", interrupted_once)
+    result = ok("chat", *base, input=f"{QUESTIONS[0]}\n{QUESTIONS[1]}\n")
+    assert result.stdout == f"partial\n{expected}\n"
+    assert "(answer cancelled)" in result.stderr
+
+
+def test_chat_refuses_stdin_document(tiny_model_path):
+    result = invoke("chat", "-", "--model", tiny_model_path, input="Who?\n")
+    assert result.exit_code == 1 and "cannot come from stdin" in result.stderr
+
+
+# --------------------------------------------------------------------------- the real default model
+
+
+@pytest.mark.slow
+def test_default_model_answers_and_keeps_the_same_as_separate_runs():
+    from snapkv_cli.defaults import CLI_DEFAULTS
+    from snapkv_cli.models.loader import load_model
+
+    loaded = load_model(device="cpu")
+    document, template = load_document("examples/field_notes.txt"), load_template()
+    settings = CompressionSettings(**CLI_DEFAULTS)
+    questions = ["What is the station's coastguard code?", "What is the name of the relief boat?"]
+    session = pipeline.DocumentSession(loaded, document, settings, template, max_new_tokens=24)
+    answers = []
+    for question in questions:
+        shared = session.ask(question)
+        separate = pipeline.ask(loaded, document, question, settings, template, max_new_tokens=24)
+        assert shared.prompt.length > settings.max_capacity_prompt  # really compressed
+        assert_same_answer(separate, shared)
+        answers.append(shared.result.answer)
+    assert "K-4417" in answers[0]
