@@ -109,3 +109,21 @@ def test_preallocated_cache_decodes_token_identically_to_concatenating_one(famil
         plain = generate_answer(model, DigitTokenizer(), ids, settings, max_new_tokens=300, stop_at_eos=False,
                                 cache=DynamicCache(config=model.config))
         assert plain.generated_ids == buffered.generated_ids
+
+
+def test_model_dispatched_by_accelerate_compresses_and_answers_the_same(tiny_model_path, tmp_path):
+    """A device map (here: two layers offloaded to disk, loaded layer by layer by accelerate's hooks) must not change
+    the selection: window queries are recomputed with each layer's own weights, on that layer's device."""
+    import transformers
+
+    plain = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()
+    device_map = {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.layers.0": "cpu",
+                  "model.layers.1": "disk", "model.layers.2": "disk", "model.norm": "cpu", "lm_head": "cpu"}
+    dispatched = transformers.AutoModelForCausalLM.from_pretrained(
+        tiny_model_path, device_map=device_map, offload_folder=str(tmp_path)).eval()
+    assert getattr(dispatched.model.layers[1].self_attn.q_proj, "_hf_hook", None) is not None
+    ids = prompt_ids(120, seed=31)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=40, kernel_size=5, pooling="maxpool")
+    reference, result = run(plain, ids, settings), run(dispatched, ids, settings)
+    assert all(record.compressed for record in result.cache.records.values())
+    assert_same_selection(reference, result)
