@@ -272,6 +272,7 @@ def test_lru_eviction_respects_the_cap(tmp_path):
     _, _, path2 = _store(cache, 2)
     assert path0.exists() and not path1.exists() and path2.exists()
     assert cache.total_bytes() <= cache.max_bytes
+    os.utime(path0, (time.time() - 20, time.time() - 20))  # used before entry 2 was stored (whatever the clock's grain)
     _store(cache, 3)
     assert not path0.exists() and len(cache.entries()) == 2  # now entry 0 is the least recently used
     assert cache.total_bytes() <= cache.max_bytes
