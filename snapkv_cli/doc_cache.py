@@ -169,7 +169,10 @@ def export_prefix(cache, prefix_ids: list[int]) -> dict:
 
 
 def import_prefix(tensors: dict, model, window_size: int, attention_sums: bool):
-    """A ``SnapKVCache`` prefix equivalent to the one ``build_prefix`` built, from :func:`export_prefix`'s tensors."""
+    """A ``SnapKVCache`` prefix equivalent to the one ``build_prefix`` built, from :func:`export_prefix`'s tensors.
+
+    The layers' tensors are taken out of ``tensors`` as they are copied in, so at most one extra layer is alive.
+    """
     from .engine import CompressionSettings, SnapKVCache
     from .engine.cache import PendingLayer
 
@@ -177,7 +180,7 @@ def import_prefix(tensors: dict, model, window_size: int, attention_sums: bool):
     cache = SnapKVCache(settings=settings, config=model.config, accumulate_attention=attention_sums)
     device = model.device
     for index, layer in enumerate(cache.layers):
-        part = lambda name: tensors[f"layers.{index}.{name}"].to(device)  # noqa: E731
+        part = lambda name: tensors.pop(f"layers.{index}.{name}").to(device)  # noqa: E731
         layer.update(part("keys"), part("values"))
         cache._pending[index] = PendingLayer(
             window_queries=part("window_queries"), window_positions=part("window_positions"),
