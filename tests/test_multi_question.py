@@ -279,3 +279,40 @@ def test_default_model_answers_and_keeps_the_same_as_separate_runs():
         assert_same_answer(separate, shared)
         answers.append(shared.result.answer)
     assert "K-4417" in answers[0]
+
+
+class _Terminal:
+    """A terminal's stdin: ``lines`` then, if ``interrupt``, Ctrl-C at the prompt."""
+
+    def __init__(self, lines, interrupt=False):
+        self.lines, self.interrupt = list(lines), interrupt
+
+    def isatty(self):
+        return True
+
+    def readline(self):
+        if self.lines:
+            return self.lines.pop(0)
+        if self.interrupt:
+            raise KeyboardInterrupt
+        return ""
+
+
+@pytest.mark.parametrize(("interrupt", "code"), [(False, 0), (True, 130)])
+def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrupt, code):
+    import io
+
+    from rich.console import Console
+
+    from snapkv_cli.chat import run_chat
+
+    errors, answers = io.StringIO(), io.StringIO()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
+    result = run_chat(load_document(notes), load_template(), settings, console=Console(file=errors, width=200),
+                      model=None, device="cpu", dtype="auto", max_new_tokens=4, temperature=0.0, seed=None,
+                      truncate=None, as_json=False, quiet=False, doc_cache=None,
+                      stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt), stdout=answers,
+                      load_model=lambda *args, **kwargs: loaded)
+    assert result == code
+    assert errors.getvalue().count("> ") == 2 and "Ctrl-D to leave" in errors.getvalue()
+    assert answers.getvalue().count("\n") == 1 and "> " not in answers.getvalue()
