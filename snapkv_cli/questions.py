@@ -49,9 +49,13 @@ def gather_questions(inputs: list[str] | None, options: list[str] | None, questi
                      stdin_is_terminal: bool) -> tuple[str, list[str]]:
     """(document path, questions) from ``[DOC [QUESTION]]``, the repeated ``--question`` and ``--questions FILE``.
 
-    The positional question (if any) comes first, then ``--question``s in order, then the file's lines.
+    The positional question (if any) comes first, then ``--question``s in order, then the file's lines. Without
+    ``--question`` or ``--questions`` (``--cache-docs`` alone), the arguments mean what they mean to a plain ``ask``:
+    ``DOC QUESTION``, or ``QUESTION`` alone with the document piped in.
     """
     inputs = list(inputs or [])
+    if not options and questions_file is None and len(inputs) == 1 and not stdin_is_terminal:
+        inputs = ["-", inputs[0]]
     if len(inputs) > 2:
         raise typer.BadParameter(f"expected DOC and at most one QUESTION, got {len(inputs)} arguments (quote the "
                                  "question)", param_hint="DOC QUESTION")

@@ -90,6 +90,13 @@ def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path
     assert "loaded from the document cache" in result.stderr
 
 
+def test_piped_document_with_the_question_alone(tiny_model_path):
+    (first,) = ask(QUESTION, "--model", tiny_model_path, *SMALL, input=TEXT)
+    (second,) = ask("-", QUESTION, "--model", tiny_model_path, *SMALL, input=TEXT)
+    assert first["document"] == second["document"] == "<stdin>"
+    assert (first["doc_cache"]["status"], second["doc_cache"]["status"]) == ("stored", "hit")
+
+
 def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, isolated):
     args = ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--json", "--quiet"]
     on = runner.invoke(cli.app, args, env={"SNAPKV_CACHE_DOCS": "1"})
