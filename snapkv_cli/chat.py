@@ -21,7 +21,8 @@ PROMPT = "> "
 
 
 def run_chat(document, template, settings, *, console: Console, model: Optional[str], device: str, dtype: str,
-             max_new_tokens: int, temperature: float, seed: Optional[int], truncate: Optional[str], as_json: bool,
+             device_map: Optional[str] = None, chunk_size: Optional[int] = None, max_new_tokens: int, temperature: float,
+             seed: Optional[int], truncate: Optional[str], as_json: bool,
              quiet: bool, doc_cache, stdin: TextIO | None = None, stdout: TextIO | None = None,
              load_model: Callable | None = None) -> int:
     """Run the loop; return the exit code (0 at end of input, 130 after Ctrl-C at the prompt)."""
@@ -43,9 +44,11 @@ def run_chat(document, template, settings, *, console: Console, model: Optional[
     if status:
         status.start()
     try:
-        loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, progress=on_progress)
+        loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, device_map=device_map,
+                                                          progress=on_progress)
         session = DocumentSession(loaded, document, settings, template, max_new_tokens=max_new_tokens,
-                                  truncate=truncate, doc_cache=doc_cache, on_progress=on_progress)
+                                  truncate=truncate, doc_cache=doc_cache, chunk_size=chunk_size,
+                                  on_progress=on_progress)
         # the prefix does not depend on the question (unless a long question forces more truncation)
         prefix, _ = session.prepare(session.build_prompt("?"))
     finally:

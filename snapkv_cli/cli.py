@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -31,6 +31,36 @@ app.add_typer(bench_app, name="bench")
 cache_app = typer.Typer(help="The on-disk cache of prefilled documents (ask/chat --cache-docs).", no_args_is_help=True)
 app.add_typer(cache_app, name="cache")
 
+# Options shared by ask, inspect and chat (typer reads the Annotated metadata).
+ModelOption = Annotated[Optional[str], typer.Option(
+    "--model", "-m", envvar="SNAPKV_MODEL",
+    help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct].")]
+DeviceOption = Annotated[str, typer.Option(envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N.")]
+DeviceMapOption = Annotated[Optional[str], typer.Option(
+    "--device-map", help="Shard the model over devices with accelerate (e.g. auto); overrides --device.")]
+DtypeOption = Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")]
+MethodOption = Annotated[str, typer.Option(help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random.")]
+BudgetOption = Annotated[str, typer.Option(
+    help="KV tokens kept per layer and head (window included), or a fraction such as 0.1.")]
+WindowOption = Annotated[int, typer.Option(help="Observation window: the last prompt tokens that vote.")]
+KernelOption = Annotated[int, typer.Option(help="Pooling kernel size (odd).")]
+PoolingOption = Annotated[str, typer.Option(help="maxpool or avgpool.")]
+GqaOption = Annotated[str, typer.Option(help="How query heads of a KV group combine their votes: mean or max.")]
+TemperatureOption = Annotated[float, typer.Option(min=0.0, help="0 is greedy.")]
+SeedOption = Annotated[Optional[int], typer.Option(help="Random seed for sampling.")]
+PagesOption = Annotated[Optional[str], typer.Option(help="PDF pages to read, e.g. 3-7,10.")]
+TemplateOption = Annotated[Optional[str], typer.Option(help="Prompt template name (in prompts/) or path.")]
+TruncateOption = Annotated[Optional[str], typer.Option(help="If the document is too long: middle, start or end.")]
+PrefillChunkOption = Annotated[Optional[int], typer.Option(
+    "--prefill-chunk", min=1, envvar="SNAPKV_PREFILL_CHUNK",
+    help="Prefill in chunks of this many tokens (bounds activation memory; selection stays exact) [default: one pass].")]
+CacheDocsOption = Annotated[bool, typer.Option(
+    "--cache-docs/--no-cache-docs", envvar=DOC_CACHE_ENV,
+    help="Keep the document's prefilled KV on disk, so a later run on it skips the prefill.")]
+CacheSizeOption = Annotated[int, typer.Option(
+    "--cache-size", envvar=DOC_CACHE_MB_ENV, min=1,
+    help="Document cache cap in MB (least recently used entries are evicted).")]
+
 
 
 def _version(value: bool) -> None:
@@ -44,6 +74,9 @@ def main_options(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """Ask questions of long documents with a local LLM whose KV cache is compressed by SnapKV."""
+    from .allocator import return_freed_memory_to_os
+
+    return_freed_memory_to_os()
 
 
 def parse_budget(text: str) -> int | float:
@@ -100,28 +133,29 @@ def _parse_request(inputs: list[str], *, pages: Optional[str], template: Optiona
 def ask(
     inputs: Optional[list[str]] = typer.Argument(None, metavar="DOC QUESTION",
                                                  help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL",
-                                        help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct]."),
-    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
-    method: str = typer.Option("snapkv", help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
-    budget: str = typer.Option(str(CLI_DEFAULTS["max_capacity_prompt"]), help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
-    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window: the last prompt tokens that vote."),
-    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel size (odd)."),
-    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
-    gqa: str = typer.Option("mean", help="How query heads of a KV group combine their votes: mean or max."),
+    model: ModelOption = None,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
+    device_map: DeviceMapOption = None,
+    prefill_chunk: PrefillChunkOption = None,
+    method: MethodOption = "snapkv",
+    budget: BudgetOption = str(CLI_DEFAULTS["max_capacity_prompt"]),
+    window: WindowOption = CLI_DEFAULTS["window_size"],
+    kernel: KernelOption = CLI_DEFAULTS["kernel_size"],
+    pooling: PoolingOption = CLI_DEFAULTS["pooling"],
+    gqa: GqaOption = "mean",
     max_new_tokens: int = typer.Option(128, min=1, help="Most tokens to generate."),
-    temperature: float = typer.Option(0.0, min=0.0, help="0 is greedy."),
-    seed: Optional[int] = typer.Option(None, help="Random seed for sampling."),
-    pages: Optional[str] = typer.Option(None, help="PDF pages to read, e.g. 3-7,10."),
-    template: Optional[str] = typer.Option(None, help="Prompt template name (in prompts/) or path."),
-    truncate: Optional[str] = typer.Option(None, help="If the document is too long: middle, start or end."),
+    temperature: TemperatureOption = 0.0,
+    seed: SeedOption = None,
+    pages: PagesOption = None,
+    template: TemplateOption = None,
+    truncate: TruncateOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (answer and report) on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No report or progress on stderr."),
     questions: Optional[list[str]] = typer.Option(None, "--question", "-Q", help="A question; repeat it to ask several (the document is read once)."),
     questions_file: Optional[str] = typer.Option(None, "--questions", help="A file of questions, one per line (- for stdin)."),
-    cache_docs: bool = typer.Option(False, "--cache-docs/--no-cache-docs", envvar=DOC_CACHE_ENV, help="Keep the document's prefilled KV on disk, so a later run on it skips the prefill."),
-    cache_size: int = typer.Option(DEFAULT_CAP_MB, "--cache-size", envvar=DOC_CACHE_MB_ENV, min=1, help="Document cache cap in MB (least recently used entries are evicted)."),
+    cache_docs: CacheDocsOption = False,
+    cache_size: CacheSizeOption = DEFAULT_CAP_MB,
 ) -> None:
     """Answer a question about a document; the answer streams to stdout, the report goes to stderr.
 
@@ -135,7 +169,7 @@ def ask(
             [document_path, asked[0]], pages=pages, template=template, truncate=truncate, method=method, window=window,
             budget=budget, kernel=kernel, pooling=pooling, gqa=gqa, seed=seed)
         run_questions(document, asked, prompt_template, settings, console=stderr, model=model, device=device,
-                      dtype=dtype, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, truncate=truncate,
+                      dtype=dtype, device_map=device_map, chunk_size=prefill_chunk, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, truncate=truncate,
                       as_json=as_json, quiet=quiet, doc_cache=open_doc_cache(cache_docs, cache_size))
         return
     document, question, prompt_template, settings = _parse_request(
@@ -180,10 +214,10 @@ def ask(
             sys.stdout.flush()
 
     try:
-        loaded = load_model(model, device=device, dtype=dtype, progress=on_progress)
+        loaded = load_model(model, device=device, dtype=dtype, device_map=device_map, progress=on_progress)
         answer = ask_question(loaded, document, question, settings, prompt_template, max_new_tokens=max_new_tokens,
-                              temperature=temperature, seed=seed, truncate=truncate, on_prompt=on_prompt,
-                              on_text=on_text)
+                              temperature=temperature, seed=seed, truncate=truncate, chunk_size=prefill_chunk,
+                              on_prompt=on_prompt, on_text=on_text)
     finally:
         if status:
             status.stop()
@@ -203,22 +237,21 @@ def ask(
 def inspect(
     inputs: list[str] = typer.Argument(..., metavar="DOC QUESTION",
                                        help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL",
-                                        help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct]."),
-    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
-    method: str = typer.Option("snapkv", help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
-    budget: str = typer.Option(str(CLI_DEFAULTS["max_capacity_prompt"]), help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
-    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window: the last prompt tokens that vote."),
-    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel size (odd)."),
-    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
-    gqa: str = typer.Option("mean", help="How query heads of a KV group combine their votes: mean or max."),
+    model: ModelOption = None,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
+    method: MethodOption = "snapkv",
+    budget: BudgetOption = str(CLI_DEFAULTS["max_capacity_prompt"]),
+    window: WindowOption = CLI_DEFAULTS["window_size"],
+    kernel: KernelOption = CLI_DEFAULTS["kernel_size"],
+    pooling: PoolingOption = CLI_DEFAULTS["pooling"],
+    gqa: GqaOption = "mean",
     max_new_tokens: int = typer.Option(128, min=1, help="Room kept for the answer (as in ask); with --answer, most tokens to generate."),
     temperature: float = typer.Option(0.0, min=0.0, help="With --answer: 0 is greedy."),
-    seed: Optional[int] = typer.Option(None, help="Random seed for sampling."),
-    pages: Optional[str] = typer.Option(None, help="PDF pages to read, e.g. 3-7,10."),
-    template: Optional[str] = typer.Option(None, help="Prompt template name (in prompts/) or path."),
-    truncate: Optional[str] = typer.Option(None, help="If the document is too long: middle, start or end."),
+    seed: SeedOption = None,
+    pages: PagesOption = None,
+    template: TemplateOption = None,
+    truncate: TruncateOption = None,
     answer: bool = typer.Option(False, "--answer", help="Also generate the answer (stdout, or \"answer\" in the JSON)."),
     layer: Optional[int] = typer.Option(None, min=0, help="Show only this layer (terminal view; the HTML's first choice)."),
     head: Optional[int] = typer.Option(None, min=0, help="Show only this KV head (terminal view, PNG; the HTML's first choice)."),
@@ -338,26 +371,27 @@ def models_pull(name: Optional[str] = typer.Argument(None, help="Model to fetch 
 @fail_cleanly
 def chat(
     doc: str = typer.Argument(..., metavar="DOC", help="Document (PDF, .txt, .md, .html); questions come from stdin."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL",
-                                        help="Hugging Face id, local directory or .gguf file [default: SmolLM2-135M-Instruct]."),
-    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE", help="auto, cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
-    method: str = typer.Option("snapkv", help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
-    budget: str = typer.Option(str(CLI_DEFAULTS["max_capacity_prompt"]), help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
-    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window: the last prompt tokens that vote."),
-    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel size (odd)."),
-    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
-    gqa: str = typer.Option("mean", help="How query heads of a KV group combine their votes: mean or max."),
+    model: ModelOption = None,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
+    device_map: DeviceMapOption = None,
+    prefill_chunk: PrefillChunkOption = None,
+    method: MethodOption = "snapkv",
+    budget: BudgetOption = str(CLI_DEFAULTS["max_capacity_prompt"]),
+    window: WindowOption = CLI_DEFAULTS["window_size"],
+    kernel: KernelOption = CLI_DEFAULTS["kernel_size"],
+    pooling: PoolingOption = CLI_DEFAULTS["pooling"],
+    gqa: GqaOption = "mean",
     max_new_tokens: int = typer.Option(128, min=1, help="Most tokens to generate per answer."),
-    temperature: float = typer.Option(0.0, min=0.0, help="0 is greedy."),
-    seed: Optional[int] = typer.Option(None, help="Random seed for sampling."),
-    pages: Optional[str] = typer.Option(None, help="PDF pages to read, e.g. 3-7,10."),
-    template: Optional[str] = typer.Option(None, help="Prompt template name (in prompts/) or path."),
-    truncate: Optional[str] = typer.Option(None, help="If the document is too long: middle, start or end."),
+    temperature: TemperatureOption = 0.0,
+    seed: SeedOption = None,
+    pages: PagesOption = None,
+    template: TemplateOption = None,
+    truncate: TruncateOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON line (answer and report) per answer."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No report or progress on stderr."),
-    cache_docs: bool = typer.Option(False, "--cache-docs/--no-cache-docs", envvar=DOC_CACHE_ENV, help="Keep the document's prefilled KV on disk, so a later run on it skips the prefill."),
-    cache_size: int = typer.Option(DEFAULT_CAP_MB, "--cache-size", envvar=DOC_CACHE_MB_ENV, min=1, help="Document cache cap in MB (least recently used entries are evicted)."),
+    cache_docs: CacheDocsOption = False,
+    cache_size: CacheSizeOption = DEFAULT_CAP_MB,
 ) -> None:
     """Ask question after question about one document, read once: one question per line on stdin, Ctrl-D to leave."""
     if doc == "-":
@@ -370,7 +404,7 @@ def chat(
     from .questions import open_doc_cache
 
     code = run_chat(document, prompt_template, settings, console=stderr, model=model, device=device, dtype=dtype,
-                    max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, truncate=truncate,
+                    device_map=device_map, chunk_size=prefill_chunk, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, truncate=truncate,
                     as_json=as_json, quiet=quiet, doc_cache=open_doc_cache(cache_docs, cache_size))
     if code:
         raise typer.Exit(code)

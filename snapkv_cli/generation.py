@@ -9,7 +9,7 @@ from typing import Callable
 
 import torch
 
-from transformers import Cache
+from transformers.cache_utils import Cache
 
 from .engine import CompressionSettings, SnapKVCache, prepare
 

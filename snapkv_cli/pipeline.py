@@ -41,10 +41,13 @@ def ask(
     temperature: float = 0.0,
     seed: int | None = None,
     truncate: str | None = None,
+    chunk_size: int | None = None,
     on_prompt: Callable[[Prompt], None] | None = None,
     on_text: Callable[[str], None] | None = None,
 ) -> Answer:
-    """Answer ``question`` about ``document`` with ``loaded``'s model and a cache compressed per ``settings``."""
+    """Answer ``question`` about ``document`` with ``loaded``'s model and a cache compressed per ``settings``.
+
+    ``chunk_size`` prefills in chunks of that many tokens (the selection stays exact)."""
     try:
         check_supported(loaded.model.config)
     except ValueError as error:
@@ -56,7 +59,8 @@ def ask(
     if on_prompt is not None:
         on_prompt(prompt)
     result = generate_answer(loaded.model, loaded.tokenizer, prompt.input_ids, settings,
-                             max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_text=on_text)
+                             max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_text=on_text,
+                             chunk_size=chunk_size)
     report = build_report(model_name=loaded.name, device=str(loaded.device), dtype=torch_dtype_name(loaded.dtype),
                           prompt=prompt, result=result, load_s=loaded.load_seconds, document=document.source,
                           question=question)
@@ -126,7 +130,7 @@ class DocumentSession:
 
     def __init__(self, loaded: LoadedModel, document: Document, settings: CompressionSettings, template: Template, *,
                  max_new_tokens: int = 256, truncate: str | None = None, doc_cache=None,
-                 on_progress: Callable[[str], None] | None = None):
+                 chunk_size: int | None = None, on_progress: Callable[[str], None] | None = None):
         try:
             check_supported(loaded.model.config)
         except ValueError as error:
@@ -135,6 +139,7 @@ class DocumentSession:
 
         self.loaded, self.document, self.settings, self.template = loaded, document, settings, template
         self.max_new_tokens, self.truncate, self.doc_cache = max_new_tokens, truncate, doc_cache
+        self.chunk_size = chunk_size
         self.on_progress = on_progress or (lambda _message: None)
         self.attention_sums = POLICIES[settings.method].accumulates_attention
         self.prefix: SharedPrefix | None = None
@@ -177,7 +182,7 @@ class DocumentSession:
         synchronize(self.loaded.device)
         started = time.perf_counter()
         cache = build_prefix(self.loaded.model, prefix_ids, self.settings.window_size,
-                             accumulate_attention=self.attention_sums)
+                             accumulate_attention=self.attention_sums, chunk_size=self.chunk_size)
         synchronize(self.loaded.device)
         seconds = time.perf_counter() - started
         if self.doc_cache is not None:

@@ -141,7 +141,8 @@ def doc_cache_line(doc_cache: dict) -> str:
 
 
 def run_questions(document, questions: list[str], template, settings, *, console: Console, model: Optional[str],
-                  device: str, dtype: str, max_new_tokens: int, temperature: float, seed: Optional[int],
+                  device: str, dtype: str, device_map: Optional[str] = None, chunk_size: Optional[int] = None,
+                  max_new_tokens: int, temperature: float, seed: Optional[int],
                   truncate: Optional[str], as_json: bool, quiet: bool, doc_cache,
                   load_model: Callable | None = None) -> None:
     """Answer every question about ``document`` with one shared prefix; print as the module docstring says."""
@@ -159,9 +160,11 @@ def run_questions(document, questions: list[str], template, settings, *, console
 
     several = len(questions) > 1
     try:
-        loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, progress=on_progress)
+        loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, device_map=device_map,
+                                                          progress=on_progress)
         session = DocumentSession(loaded, document, settings, template, max_new_tokens=max_new_tokens,
-                                  truncate=truncate, doc_cache=doc_cache, on_progress=on_progress)
+                                  truncate=truncate, doc_cache=doc_cache, chunk_size=chunk_size,
+                                  on_progress=on_progress)
         for index, question in enumerate(questions):
             if status and index:
                 status.start()

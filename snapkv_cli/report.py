@@ -92,6 +92,7 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
             "prefill_s": round(result.prefill_s, 3),
             "decode_s": round(result.decode_s, 3),
             "decode_tokens_per_s": round(result.decode_tokens_per_s, 2),
+            "selection_s": round(result.cache.selection_seconds, 3),
         },
         "memory": {
             "peak_rss_bytes": peak_rss_bytes(),

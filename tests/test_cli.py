@@ -534,3 +534,19 @@ def test_fraction_budget_with_window_longer_than_prompt_keeps_everything(docs, t
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["cache"]["compression_ratio"] == 1.0
+
+
+def test_prefill_chunk_and_device_map_keep_the_answer_and_the_selection(docs, tiny_model_path):
+    base = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64")
+    chunked = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64",
+                       "--prefill-chunk", "100")
+    mapped = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64",
+                      "--device-map", "auto")
+    for other in (chunked, mapped):
+        assert other["answer"] == base["answer"]
+        assert other["cache"] == base["cache"] and other["pages"] == base["pages"]
+
+
+def test_prefill_chunk_must_be_positive(docs, tiny_model_path):
+    result = ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--prefill-chunk", "0")
+    assert result.exit_code == 2 and result.stdout == ""

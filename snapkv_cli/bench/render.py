@@ -41,8 +41,9 @@ def accuracy_rows(outcomes) -> tuple[list[str], list[list[str]]]:
 
 
 def speed_rows(rows: list[SpeedRow]) -> tuple[list[str], list[list[str]]]:
-    header = ["prompt", "method", "budget", "prefill s", "decode tok/s", "KV MB", "peak RSS MB"]
-    return header, [[str(r.length), r.method, _budget(r.budget), f"{r.prefill_s:.2f}", f"{r.decode_tokens_per_s:.1f}",
+    header = ["prompt", "method", "budget", "prefill s", "selection s", "decode tok/s", "KV MB", "peak RSS MB"]
+    return header, [[str(r.length), r.method, _budget(r.budget), f"{r.prefill_s:.2f}", f"{r.selection_s:.3f}",
+                     f"{r.decode_tokens_per_s:.1f}",
                      f"{r.kv_bytes / 2**20:.1f}", f"{r.peak_rss_bytes / 2**20:.0f}"] for r in rows]
 
 

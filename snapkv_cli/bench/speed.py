@@ -11,7 +11,7 @@ import gc
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from transformers import DynamicCache
+from transformers.cache_utils import DynamicCache
 
 from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached
@@ -41,6 +41,7 @@ class SpeedRow:
     method: str  # "weights-only", "transformers" (plain DynamicCache), "full" or "snapkv"
     budget: int | None
     prefill_s: float
+    selection_s: float  # of the prefill: window queries, scoring, gathering (the SnapKV overhead)
     decode_tokens_per_s: float
     kv_bytes: int  # after the prefill (compressed where compressed)
     peak_rss_bytes: int  # highest RSS during this configuration
@@ -79,7 +80,9 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, method: str, 
         result = generate_answer(model, tokenizer, ids, settings, max_new_tokens=plan.new_tokens, cache=plain,
                                  stop_at_eos=False, chunk_size=plan.chunk_size)
         kv_bytes = _prompt_kv_bytes(result.cache, result.decode_steps) if len(ids) > 1 else 0
-    row = SpeedRow(len(ids), method, budget, round(result.prefill_s, 4), round(result.decode_tokens_per_s, 2),
+    selection_s = getattr(result.cache, "selection_seconds", 0.0)
+    row = SpeedRow(len(ids), method, budget, round(result.prefill_s, 4), round(selection_s, 4),
+                   round(result.decode_tokens_per_s, 2),
                    kv_bytes, peak.bytes, peak.above_start)
     del result
     return row

@@ -8,12 +8,13 @@ layer's hidden states (this works under any attention implementation: eager, sdp
 from __future__ import annotations
 
 import copy
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
-from transformers import DynamicCache
+from transformers.cache_utils import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from .attention import attention_probabilities
@@ -169,6 +170,7 @@ class SnapKVCache(DynamicCache):
         self._pending: dict[int, PendingLayer] = {}
         self._chunks: dict[int, ChunkQueries] = {}
         self._deferring = False
+        self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
 
     # -- called by the prepared model's hooks ----------------------------------------------------------------
     def bind_config(self, config) -> None:
@@ -217,10 +219,12 @@ class SnapKVCache(DynamicCache):
             if not self._deferring:
                 self._record_uncompressed(layer_idx, keys, values, chunk.start + chunk.length, sliding=True)
             return keys, values
+        started = time.perf_counter()
         pending = self._pending.setdefault(layer_idx, PendingLayer())
         pending.absorb(chunk, keys, self.settings, self.accumulate_attention)
         if not self._deferring:
             self._compress(layer_idx, chunk.module, keys, values, self._pending.pop(layer_idx))
+        self.selection_seconds += time.perf_counter() - started
         return keys, values
 
     @contextmanager
@@ -231,6 +235,7 @@ class SnapKVCache(DynamicCache):
             yield self
         finally:
             self._deferring = False
+        self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
 
     def fork(self, settings: CompressionSettings | None = None) -> "SnapKVCache":
         """A cache that continues this uncompressed prefix (filled inside :meth:`deferred`) without changing it.
