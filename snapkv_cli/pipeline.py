@@ -30,6 +30,26 @@ def context_length(loaded: LoadedModel) -> int:
     return int(getattr(config, "max_position_embeddings", None) or loaded.tokenizer.model_max_length)
 
 
+def checked_prompt(loaded: LoadedModel, document: Document, question: str, settings: CompressionSettings,
+                   template: Template, *, max_new_tokens: int, truncate: str | None) -> Prompt:
+    """The prompt for ``question``, leaving ``max_new_tokens`` of room in the context; a bad fit fails here."""
+    try:
+        check_supported(loaded.model.config)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    prompt = build_prompt(loaded.tokenizer, document, question, template,
+                          max_tokens=context_length(loaded) - max_new_tokens, truncate=truncate)
+    if settings.is_fraction:
+        settings.capacity_for(prompt.length)  # a fraction too small for this prompt fails before the prefill
+    return prompt
+
+
+def _report(loaded: LoadedModel, prompt: Prompt, result: GenerationResult, document: Document, question: str,
+            load_s: float) -> dict:
+    return build_report(model_name=loaded.name, device=str(loaded.device), dtype=torch_dtype_name(loaded.dtype),
+                        prompt=prompt, result=result, load_s=load_s, document=document.source, question=question)
+
+
 def ask(
     loaded: LoadedModel,
     document: Document,
@@ -42,65 +62,31 @@ def ask(
     seed: int | None = None,
     truncate: str | None = None,
     chunk_size: int | None = None,
+    generate: bool = True,
     on_prompt: Callable[[Prompt], None] | None = None,
     on_text: Callable[[str], None] | None = None,
 ) -> Answer:
     """Answer ``question`` about ``document`` with ``loaded``'s model and a cache compressed per ``settings``.
 
-    ``chunk_size`` prefills in chunks of that many tokens (the selection stays exact)."""
-    try:
-        check_supported(loaded.model.config)
-    except ValueError as error:
-        raise UserError(str(error)) from None
-    prompt = build_prompt(loaded.tokenizer, document, question, template,
-                          max_tokens=context_length(loaded) - max_new_tokens, truncate=truncate)
-    if settings.is_fraction:
-        settings.capacity_for(prompt.length)  # a fraction too small for this prompt fails before the prefill
+    ``chunk_size`` prefills in chunks of that many tokens (the selection stays exact). ``generate=False`` stops after
+    the prefill and selection (the answer is empty): ``max_new_tokens`` then only reserves room in the context, so
+    the prompt is the very one a generating run sees.
+    """
+    prompt = checked_prompt(loaded, document, question, settings, template, max_new_tokens=max_new_tokens,
+                            truncate=truncate)
     if on_prompt is not None:
         on_prompt(prompt)
     result = generate_answer(loaded.model, loaded.tokenizer, prompt.input_ids, settings,
-                             max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, on_text=on_text,
-                             chunk_size=chunk_size)
-    report = build_report(model_name=loaded.name, device=str(loaded.device), dtype=torch_dtype_name(loaded.dtype),
-                          prompt=prompt, result=result, load_s=loaded.load_seconds, document=document.source,
-                          question=question)
-    return Answer(prompt=prompt, result=result, report=report)
+                             max_new_tokens=max_new_tokens if generate else 0, temperature=temperature, seed=seed,
+                             on_text=on_text, chunk_size=chunk_size)
+    return Answer(prompt=prompt, result=result,
+                  report=_report(loaded, prompt, result, document, question, loaded.load_seconds))
 
 
-def select(
-    loaded: LoadedModel,
-    document: Document,
-    question: str,
-    settings: CompressionSettings,
-    template: Template,
-    *,
-    max_new_tokens: int = 256,
-    truncate: str | None = None,
-    on_prompt: Callable[[Prompt], None] | None = None,
-) -> Answer:
-    """The prompt, prefill and selection of :func:`ask` with the same arguments, without decoding.
-
-    ``max_new_tokens`` only reserves room in the context, as in :func:`ask`, so both build the very same prompt;
-    the result's cache holds the per-layer records, its answer is empty and nothing is generated.
-    """
-    try:
-        check_supported(loaded.model.config)
-    except ValueError as error:
-        raise UserError(str(error)) from None
-    prompt = build_prompt(loaded.tokenizer, document, question, template,
-                          max_tokens=context_length(loaded) - max_new_tokens, truncate=truncate)
-    if settings.is_fraction:
-        settings.capacity_for(prompt.length)
-    if on_prompt is not None:
-        on_prompt(prompt)
-    result = generate_answer(loaded.model, loaded.tokenizer, prompt.input_ids, settings, max_new_tokens=0)
-    report = build_report(model_name=loaded.name, device=str(loaded.device), dtype=torch_dtype_name(loaded.dtype),
-                          prompt=prompt, result=result, load_s=loaded.load_seconds, document=document.source,
-                          question=question)
-    return Answer(prompt=prompt, result=result, report=report)
-
-
-# --------------------------------------------------------------------------- several questions, one document
+def select(loaded: LoadedModel, document: Document, question: str, settings: CompressionSettings,
+           template: Template, **options) -> Answer:
+    """The prompt, prefill and selection of :func:`ask` with the same arguments, without decoding."""
+    return ask(loaded, document, question, settings, template, generate=False, **options)
 
 
 @dataclass
@@ -146,11 +132,8 @@ class DocumentSession:
         self.asked = 0
 
     def build_prompt(self, question: str) -> Prompt:
-        prompt = build_prompt(self.loaded.tokenizer, self.document, question, self.template,
-                              max_tokens=context_length(self.loaded) - self.max_new_tokens, truncate=self.truncate)
-        if self.settings.is_fraction:
-            self.settings.capacity_for(prompt.length)
-        return prompt
+        return checked_prompt(self.loaded, self.document, question, self.settings, self.template,
+                              max_new_tokens=self.max_new_tokens, truncate=self.truncate)
 
     def prepare(self, prompt: Prompt) -> tuple[SharedPrefix, bool]:
         """The shared prefix for ``prompt`` and whether it was built or loaded just now (a truncated document can
@@ -207,10 +190,8 @@ class DocumentSession:
         result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, self.settings,
                                  max_new_tokens=self.max_new_tokens, temperature=temperature, seed=seed,
                                  on_text=on_text, prefix=prefix.cache, prefix_length=prompt.prefix_length)
-        report = build_report(model_name=self.loaded.name, device=str(self.loaded.device),
-                              dtype=torch_dtype_name(self.loaded.dtype), prompt=prompt, result=result,
-                              load_s=self.loaded.load_seconds if self.asked == 0 else 0.0,
-                              document=self.document.source, question=question)
+        report = _report(self.loaded, prompt, result, self.document, question,
+                         self.loaded.load_seconds if self.asked == 0 else 0.0)
         source = prefix.source if fresh else "memory"
         report["question_index"] = self.asked
         report["reused_prefix_tokens"] = 0 if source == "prefill" else prompt.prefix_length
