@@ -26,8 +26,7 @@ def run_chat(document, template, settings, *, console: Console, model: Optional[
              quiet: bool, doc_cache, stdin: TextIO | None = None, stdout: TextIO | None = None,
              load_model: Callable | None = None) -> int:
     """Run the loop; return the exit code (0 at end of input, 130 after Ctrl-C at the prompt)."""
-    from .models.loader import load_model as default_load_model
-    from .pipeline import DocumentSession
+    from .questions import open_session
 
     stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
     interactive = _is_terminal(stdin)
@@ -44,11 +43,9 @@ def run_chat(document, template, settings, *, console: Console, model: Optional[
     if status:
         status.start()
     try:
-        loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, device_map=device_map,
-                                                          progress=on_progress)
-        session = DocumentSession(loaded, document, settings, template, max_new_tokens=max_new_tokens,
-                                  truncate=truncate, doc_cache=doc_cache, chunk_size=chunk_size,
-                                  on_progress=on_progress)
+        session = open_session(document, template, settings, model=model, device=device, dtype=dtype,
+                               device_map=device_map, chunk_size=chunk_size, max_new_tokens=max_new_tokens,
+                               truncate=truncate, doc_cache=doc_cache, on_progress=on_progress, load_model=load_model)
         # the prefix does not depend on the question (unless a long question forces more truncation)
         prefix, _ = session.prepare(session.build_prompt("?"))
     finally:

@@ -140,14 +140,25 @@ def doc_cache_line(doc_cache: dict) -> str:
     return f"document cache: not stored: {doc_cache['reason']}"
 
 
+def open_session(document, template, settings, *, model: Optional[str], device: str, dtype: str,
+                 device_map: Optional[str], chunk_size: Optional[int], max_new_tokens: int, truncate: Optional[str],
+                 doc_cache, on_progress: Callable[[str], None], load_model: Callable | None = None):
+    """Load the model and open a :class:`~snapkv_cli.pipeline.DocumentSession` on ``document`` (ask -Q, chat)."""
+    from .models.loader import load_model as default_load_model
+    from .pipeline import DocumentSession
+
+    loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, device_map=device_map,
+                                                progress=on_progress)
+    return DocumentSession(loaded, document, settings, template, max_new_tokens=max_new_tokens, truncate=truncate,
+                           doc_cache=doc_cache, chunk_size=chunk_size, on_progress=on_progress)
+
+
 def run_questions(document, questions: list[str], template, settings, *, console: Console, model: Optional[str],
                   device: str, dtype: str, device_map: Optional[str] = None, chunk_size: Optional[int] = None,
                   max_new_tokens: int, temperature: float, seed: Optional[int],
                   truncate: Optional[str], as_json: bool, quiet: bool, doc_cache,
                   load_model: Callable | None = None) -> None:
     """Answer every question about ``document`` with one shared prefix; print as the module docstring says."""
-    from .models.loader import load_model as default_load_model
-    from .pipeline import DocumentSession
     from .report_view import render_report
 
     status = console.status("Loading model...", spinner="dots") if not quiet else None
@@ -160,11 +171,9 @@ def run_questions(document, questions: list[str], template, settings, *, console
 
     several = len(questions) > 1
     try:
-        loaded = (load_model or default_load_model)(model, device=device, dtype=dtype, device_map=device_map,
-                                                          progress=on_progress)
-        session = DocumentSession(loaded, document, settings, template, max_new_tokens=max_new_tokens,
-                                  truncate=truncate, doc_cache=doc_cache, chunk_size=chunk_size,
-                                  on_progress=on_progress)
+        session = open_session(document, template, settings, model=model, device=device, dtype=dtype,
+                               device_map=device_map, chunk_size=chunk_size, max_new_tokens=max_new_tokens,
+                               truncate=truncate, doc_cache=doc_cache, on_progress=on_progress, load_model=load_model)
         for index, question in enumerate(questions):
             if status and index:
                 status.start()
