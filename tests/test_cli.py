@@ -6,7 +6,6 @@ report, errors are one line), never the content of an answer.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import math
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pypdf
 import pytest
+from example_writer import make_examples
 import rich.console
 import torch
 from typer.testing import CliRunner
@@ -49,14 +49,6 @@ PDF_PAGES = [
 runner = CliRunner()
 
 
-def _load_make_examples():
-    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "make_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_examples = _load_make_examples()
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import logging
 import re
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pypdf
 import pytest
+from example_writer import make_examples
 
 from snapkv_cli.documents import (
     Document,
@@ -27,15 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-def _load_make_examples():
-    path = EXAMPLES / "make_examples.py"
-    spec = importlib.util.spec_from_file_location("make_examples", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-make_examples = _load_make_examples()
 
 PDF_PAGES = [f"# Page {n}\n\nThis is page {n}. The secret word is word{n}." for n in range(1, 7)]
 

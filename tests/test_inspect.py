@@ -7,7 +7,6 @@ HTML page really renders in a browser (headless Chromium).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from example_writer import make_examples
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -54,13 +54,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 runner = CliRunner()
 
 
-def _make_examples():
-    spec = importlib.util.spec_from_file_location("make_examples", ROOT / "examples" / "make_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
     for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", dm.WHEEL_ENV):
@@ -70,7 +63,7 @@ def clean_env(monkeypatch):
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("inspect-docs")
-    files = {"notes.txt": NOTES.encode("utf-8"), "report.pdf": _make_examples().pdf_bytes(PDF_PAGES),
+    files = {"notes.txt": NOTES.encode("utf-8"), "report.pdf": make_examples.pdf_bytes(PDF_PAGES),
              "long.txt": ((ROOT / "examples" / "field_notes.txt").read_text(encoding="utf-8") * 3).encode("utf-8")}
     paths = {}
     for name, data in files.items():
