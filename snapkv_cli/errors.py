@@ -1,5 +1,79 @@
-"""Errors a user can fix: the CLI prints them as one ``Error: ...`` line and exits 1."""
+"""Errors a user can fix. Library modules raise these with the facts; only the CLI names flags.
+
+Each class carries what went wrong as attributes (token counts, limits, the value given), and its message states
+those facts in the library's own terms (``max_new_tokens``, ``window_size``), never as command-line flags. The
+command line (:mod:`snapkv_cli.cli.errors`) turns each one into a single ``Error:`` line that adds the flag to use.
+"""
+
+from __future__ import annotations
 
 
 class UserError(Exception):
     """A problem with the user's input or environment, with a message that names the fix."""
+
+
+class InvalidValue(UserError):
+    """A setting has a value outside what it accepts.
+
+    ``name`` is the setting (library spelling, e.g. ``older_than``), ``value`` what was given, ``expected`` what is
+    accepted.
+    """
+
+    def __init__(self, name: str, value, expected: str):
+        self.name, self.value, self.expected = name, value, expected
+        super().__init__(f"{name} must be {expected}, got {value!r}")
+
+
+class PromptTooLong(UserError):
+    """The prompt does not fit the model's context (``limit`` = context minus the tokens kept for the answer)."""
+
+    def __init__(self, tokens: int, limit: int, *, context: int | None = None, model: str | None = None,
+                 alternative: tuple[str, int] | None = None):
+        self.tokens, self.limit, self.context, self.model = tokens, limit, context, model
+        self.alternative = alternative  # (built-in model name, its context) that would hold the prompt
+        holds = f"; {model} holds {context:,}" if model and context else ""
+        super().__init__(f"the prompt has {tokens:,} tokens but at most {limit:,} fit{holds}")
+
+
+class TemplateTooLong(UserError):
+    """The template and question alone leave no room for any of the document."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        super().__init__(f"the template and question alone exceed the {limit:,} tokens that fit; "
+                         "use a shorter question")
+
+
+class BudgetTooSmall(UserError):
+    """A budget that keeps no more than the observation window (a fraction of a short prompt, say)."""
+
+    def __init__(self, budget, tokens: int, window_size: int, prompt_tokens: int | None = None):
+        self.budget, self.tokens, self.window_size, self.prompt_tokens = budget, tokens, window_size, prompt_tokens
+        of = f" of a {prompt_tokens:,}-token prompt" if prompt_tokens is not None else ""
+        super().__init__(f"budget {budget}{of} is {tokens} tokens, not more than the window ({window_size}): "
+                         "raise the budget or shrink the window")
+
+
+class OutOfRange(UserError):
+    """A layer or KV head index beyond the model (``what`` is ``layer`` or ``head``)."""
+
+    def __init__(self, what: str, value: int, count: int):
+        self.what, self.value, self.count = what, value, count
+        noun = "layers" if what == "layer" else "KV heads"
+        super().__init__(f"{what} {value} is out of range: the model has {count} {noun} (0-{count - 1})")
+
+
+class DeviceUnavailable(UserError):
+    """The requested device does not exist on this machine."""
+
+    def __init__(self, device: str, reason: str):
+        self.device, self.reason = device, reason
+        super().__init__(f"device '{device}' is not available: {reason}")
+
+
+class ModelOutOfMemory(UserError):
+    """The model does not fit on the device in the requested dtype."""
+
+    def __init__(self, model: str, device: str):
+        self.model, self.device = model, device
+        super().__init__(f"out of memory loading model '{model}' on {device}")
