@@ -310,7 +310,7 @@ class DocCache:
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if size > self.max_bytes:
             return False, (f"the prefix needs {size / 2**20:.1f} MB, more than the cache cap of "
-                           f"{self.max_bytes / 2**20:.0f} MB (raise --cache-size)"), size
+                           f"{self.max_bytes / 2**20:.0f} MB (raise the cache size)"), size
         metadata = {
             "format": FORMAT_NAME,
             "format_version": str(FORMAT_VERSION),
@@ -433,7 +433,7 @@ def parse_age(text: str) -> float:
     except ValueError:
         seconds = -1
     if not seconds >= 0:
-        from .errors import UserError
+        from .errors import InvalidValue
 
-        raise UserError(f"--older-than must be a duration such as 30m, 12h, 7d or 2w, got {text!r}")
+        raise InvalidValue("older_than", text, "a duration such as 30m, 12h, 7d or 2w")
     return seconds

@@ -141,27 +141,27 @@ class SnapKVCache(DynamicCache):
 
     def __init__(
         self,
-        window_size: int = 32,
-        max_capacity_prompt: int | float = 4096,
-        kernel_size: int = 5,
-        pooling: str = "avgpool",
+        window_size: int | None = None,
+        max_capacity_prompt: int | float | None = None,
+        kernel_size: int | None = None,
+        pooling: str | None = None,
         *,
-        method: str = "snapkv",
-        gqa_aggregation: str = "mean",
+        method: str | None = None,
+        gqa_aggregation: str | None = None,
         settings: CompressionSettings | None = None,
         config=None,
         accumulate_attention: bool | None = None,
     ):
+        """Compress as ``settings`` say, or as the individual values say (the rest from
+        :class:`CompressionSettings`'s defaults: the paper's window 32, kernel 5, avgpool, capacity 4096)."""
         super().__init__(config=config)
         self._use_buffered_layers()
-        self.settings = settings or CompressionSettings(
-            method=method,
-            window_size=window_size,
-            max_capacity_prompt=max_capacity_prompt,
-            kernel_size=kernel_size,
-            pooling=pooling,
-            gqa_aggregation=gqa_aggregation,
-        )
+        given = {name: value for name, value in dict(
+            window_size=window_size, max_capacity_prompt=max_capacity_prompt, kernel_size=kernel_size,
+            pooling=pooling, method=method, gqa_aggregation=gqa_aggregation).items() if value is not None}
+        if settings is not None and given:
+            raise ValueError(f"pass either settings or individual values ({', '.join(given)}), not both")
+        self.settings = settings or CompressionSettings(**given)
         self.policy = POLICIES[self.settings.method](self.settings)
         # attention sums over every prompt query: needed by H2O, and by a prefix that H2O forks may continue
         self.accumulate_attention = self.policy.accumulates_attention if accumulate_attention is None \
