@@ -80,13 +80,15 @@ def dtype_check(document_text: str) -> dict:
     from snapkv_cli.defaults import CLI_DEFAULTS
     from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
+    from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.models.loader import load_model
     from snapkv_cli.prompting import load_template
 
     loaded = load_model(device="cpu")
     document = Document(source="bench", kind="text", pages=(Page(1, document_text),))
     settings = CompressionSettings(**CLI_DEFAULTS)
-    session = pipeline.DocumentSession(loaded, document, settings, load_template(), max_new_tokens=MAX_NEW_TOKENS)
+    session = pipeline.DocumentSession(loaded, document, settings, load_template(),
+                                       generation=GenerationOptions(max_new_tokens=MAX_NEW_TOKENS))
     exact = [session.ask(question) for question in QUESTIONS]
     prefix = session.prefix.cache
     bytes32 = sum(layer.keys.numel() * 4 * 2 for layer in prefix.layers)

@@ -1,42 +1,10 @@
-"""The stderr console every command reports on, and the one way commands turn errors into ``Error:`` lines."""
+"""The stderr console every command reports on (progress, reports, errors); stdout carries only answers.
+
+Read it as ``console.stderr`` at the time of use (not ``from .console import stderr``), so it can be replaced.
+"""
 
 from __future__ import annotations
 
-import functools
-import os
-
-import typer
 from rich.console import Console
 
-from .errors import UserError
-
-DEBUG_ENV = "SNAPKV_DEBUG"
-
 stderr = Console(stderr=True, highlight=False)
-
-
-def fail_cleanly(command):
-    """User mistakes become one ``Error:`` line and exit 1; other errors too, unless SNAPKV_DEBUG is set."""
-
-    @functools.wraps(command)
-    def wrapper(*args, **kwargs):
-        try:
-            return command(*args, **kwargs)
-        except (typer.Exit, typer.Abort, typer.TyperException):  # typer vendors click: usage errors exit 2
-            raise
-        except UserError as error:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            stderr.print(f"Error: {error}", markup=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            stderr.print("Interrupted", markup=False)
-            raise typer.Exit(130) from None
-        except Exception as error:
-            if os.environ.get(DEBUG_ENV):
-                raise
-            stderr.print(f"Error: {type(error).__name__}: {error} (set {DEBUG_ENV}=1 for the traceback)",
-                         markup=False, soft_wrap=True)
-            raise typer.Exit(1) from None
-
-    return wrapper

@@ -1,6 +1,17 @@
-"""Defaults of the command line, kept free of heavy imports so `snapkv --help` stays fast."""
+"""The command line's defaults, in one place, kept free of heavy imports so `snapkv --help` stays fast.
 
-# The CLI's defaults, chosen by measurement on the default model (docs/benchmarks.md): its digits are single
-# tokens, so a 5-digit code spans 5+ tokens and wide max pooling keeps it whole where avgpool 5 cuts it short.
-# The library's SnapKVCache keeps the official defaults (window 32, kernel 5, avgpool).
+The library's own defaults are the SnapKV paper's and live in :class:`snapkv_cli.engine.CompressionSettings`
+(window 32, kernel 5, avgpool, capacity 4096); ``SnapKVCache`` takes them from there. The command line and the
+benchmarks use the values below instead, chosen by measurement on the default model (docs/benchmarks.md): its
+digits are single tokens, so a 5-digit code spans 5+ tokens and wide max pooling keeps it whole where avgpool 5
+cuts it short; a budget of 1024 tokens per layer and KV head is SnapKV's smallest published LongBench setting.
+"""
+
 CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, pooling="maxpool")
+
+# Those the command line shares with the library (named here so `snapkv --help` needs no engine import).
+METHOD = "snapkv"
+GQA_AGGREGATION = "mean"
+
+# Tokens generated per answer unless --max-new-tokens says otherwise (also the room kept for it in the context).
+MAX_NEW_TOKENS = 128

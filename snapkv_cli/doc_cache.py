@@ -147,24 +147,18 @@ def _checksum(tensors: dict) -> str:
 
 
 def export_prefix(cache, prefix_ids: list[int]) -> dict:
-    """The tensors that rebuild ``cache`` (an uncompressed prefix from ``build_prefix``), on the CPU."""
+    """The tensors that rebuild ``cache`` (an uncompressed prefix from ``build_prefix``), on the CPU.
+
+    They are the cache's :meth:`~snapkv_cli.engine.SnapKVCache.prefix_state` plus the prefix token ids.
+    """
     import torch
 
-    if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
-        raise UnsupportedPrefix("the model has sliding-window layers, whose prefix cache cannot be stored yet")
-    if cache.records:
-        raise UnsupportedPrefix("only an uncompressed prefix can be stored")
+    try:
+        state = cache.prefix_state()
+    except ValueError as error:
+        raise UnsupportedPrefix(str(error)) from None
     tensors = {"prefix_ids": torch.tensor(prefix_ids, dtype=torch.int64)}
-    for index, layer in enumerate(cache.layers):
-        pending = cache._pending.get(index)
-        if pending is None or pending.window_queries is None:
-            raise UnsupportedPrefix(f"layer {index} has no window queries")
-        parts = {"keys": layer.keys, "values": layer.values, "window_queries": pending.window_queries,
-                 "window_positions": pending.window_positions}
-        if cache.accumulate_attention:
-            parts["accumulated_attention"] = pending.accumulated_attention
-        for part, tensor in parts.items():
-            tensors[f"layers.{index}.{part}"] = tensor.detach().to("cpu").contiguous()
+    tensors.update({name: tensor.detach().to("cpu").contiguous() for name, tensor in state.items()})
     return tensors
 
 
@@ -173,19 +167,10 @@ def import_prefix(tensors: dict, model, window_size: int, attention_sums: bool):
 
     The layers' tensors are taken out of ``tensors`` as they are copied in, so at most one extra layer is alive.
     """
-    from .engine import CompressionSettings, SnapKVCache
-    from .engine.cache import PendingLayer
+    from .engine import SnapKVCache
 
-    settings = CompressionSettings(method="full", window_size=window_size, max_capacity_prompt=window_size + 1)
-    cache = SnapKVCache(settings=settings, config=model.config, accumulate_attention=attention_sums)
-    device = model.device
-    for index, layer in enumerate(cache.layers):
-        part = lambda name: tensors.pop(f"layers.{index}.{name}").to(device)  # noqa: E731
-        layer.update(part("keys"), part("values"))
-        cache._pending[index] = PendingLayer(
-            window_queries=part("window_queries"), window_positions=part("window_positions"),
-            accumulated_attention=part("accumulated_attention") if attention_sums else None)
-    return cache
+    return SnapKVCache.from_prefix_state(tensors, model.config, window_size, accumulate_attention=attention_sums,
+                                         device=model.device)
 
 
 class UnsupportedPrefix(Exception):
@@ -325,7 +310,7 @@ class DocCache:
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if size > self.max_bytes:
             return False, (f"the prefix needs {size / 2**20:.1f} MB, more than the cache cap of "
-                           f"{self.max_bytes / 2**20:.0f} MB (raise --cache-size)"), size
+                           f"{self.max_bytes / 2**20:.0f} MB (raise the cache size)"), size
         metadata = {
             "format": FORMAT_NAME,
             "format_version": str(FORMAT_VERSION),
@@ -448,7 +433,7 @@ def parse_age(text: str) -> float:
     except ValueError:
         seconds = -1
     if not seconds >= 0:
-        from .errors import UserError
+        from .errors import InvalidValue
 
-        raise UserError(f"--older-than must be a duration such as 30m, 12h, 7d or 2w, got {text!r}")
+        raise InvalidValue("older_than", text, "a duration such as 30m, 12h, 7d or 2w")
     return seconds

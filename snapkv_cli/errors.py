@@ -31,27 +31,25 @@ class PromptTooLong(UserError):
                  alternative: tuple[str, int] | None = None):
         self.tokens, self.limit, self.context, self.model = tokens, limit, context, model
         self.alternative = alternative  # (built-in model name, its context) that would hold the prompt
-        holds = f"; {model} holds {context:,}" if model and context else ""
-        super().__init__(f"the prompt has {tokens:,} tokens but at most {limit:,} fit{holds}")
+        holds = f"; {model} holds {context}" if model and context else ""
+        super().__init__(f"the prompt has {tokens} tokens but at most {limit} fit{holds}")
 
 
 class TemplateTooLong(UserError):
     """The template and question alone leave no room for any of the document."""
 
-    def __init__(self, limit: int):
-        self.limit = limit
-        super().__init__(f"the template and question alone exceed the {limit:,} tokens that fit; "
-                         "use a shorter question")
+    def __init__(self):
+        super().__init__("the template and question alone exceed the context; use a shorter question")
 
 
 class BudgetTooSmall(UserError):
-    """A budget that keeps no more than the observation window (a fraction of a short prompt, say)."""
+    """A budget fraction that keeps no more than the observation window of this prompt."""
 
     def __init__(self, budget, tokens: int, window_size: int, prompt_tokens: int | None = None):
         self.budget, self.tokens, self.window_size, self.prompt_tokens = budget, tokens, window_size, prompt_tokens
-        of = f" of a {prompt_tokens:,}-token prompt" if prompt_tokens is not None else ""
-        super().__init__(f"budget {budget}{of} is {tokens} tokens, not more than the window ({window_size}): "
-                         "raise the budget or shrink the window")
+        of = f" of a {prompt_tokens}-token prompt" if prompt_tokens is not None else ""
+        super().__init__(f"budget fraction {budget}{of} is {tokens} tokens, not more than the window "
+                         f"({window_size}): raise the budget or shrink the window")
 
 
 class OutOfRange(UserError):

@@ -9,8 +9,7 @@ from typing import Callable
 
 import torch
 
-from transformers.cache_utils import Cache
-
+from .defaults import MAX_NEW_TOKENS
 from .engine import CompressionSettings, SnapKVCache, prepare
 
 
@@ -21,7 +20,7 @@ class GenerationResult:
     answer: str
     generated_ids: list[int]
     prompt_tokens: int
-    cache: SnapKVCache | Cache
+    cache: SnapKVCache
     prefill_s: float
     decode_s: float
     decode_steps: int  # forwards after the prefill (the first token comes from the prefill's logits)
@@ -45,7 +44,7 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def prefill(model, input_ids: list[int], cache: SnapKVCache | Cache, *, start: int = 0, chunk_size: int | None = None,
+def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
             compress: bool = True) -> torch.Tensor:
     """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits (1, vocab).
 
@@ -75,6 +74,19 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
     return torch.multinomial(probabilities.cpu(), 1, generator=generator).to(logits.device)
 
 
+@dataclass(frozen=True)
+class GenerationOptions:
+    """How to prefill and decode: ``max_new_tokens`` (also the room kept for the answer in the context),
+    ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, and ``prefill_chunk`` (prefill in chunks
+    of that many tokens to bound activation memory; the selection stays exact; None is one pass)."""
+
+    max_new_tokens: int = MAX_NEW_TOKENS
+    temperature: float = 0.0
+    seed: int | None = None
+    stop_at_eos: bool = True
+    prefill_chunk: int | None = None
+
+
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
                  chunk_size: int | None = None) -> SnapKVCache:
     """Prefill a question-independent prefix and keep its full KV, ready for :meth:`SnapKVCache.fork`."""
@@ -92,43 +104,37 @@ def generate_answer(
     tokenizer,
     input_ids: list[int],
     settings: CompressionSettings,
+    options: GenerationOptions = GenerationOptions(),
     *,
-    max_new_tokens: int = 256,
-    temperature: float = 0.0,
-    seed: int | None = None,
-    on_text: Callable[[str], None] | None = None,
     prefix: SnapKVCache | None = None,
-    prefix_length: int = 0,
-    chunk_size: int | None = None,
-    cache: Cache | None = None,
-    stop_at_eos: bool = True,
+    on_text: Callable[[str], None] | None = None,
 ) -> GenerationResult:
     """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows.
 
-    With ``prefix`` (from :func:`build_prefix` over ``input_ids[:prefix_length]``), only the rest of the prompt is
-    prefilled, on a fork of the prefix, and the selection still sees every key.
+    With ``prefix`` (from :func:`build_prefix` over the first ``prefix.get_seq_length()`` tokens of ``input_ids``),
+    only the rest of the prompt is prefilled, on a fork of the prefix, and the selection still sees every key.
     """
     prepare(model)
     device = model.device
     if prefix is not None:
-        cache, start = prefix.fork(settings), prefix_length
+        cache, start = prefix.fork(settings), prefix.get_seq_length()
     else:
         cache, start = SnapKVCache(settings=settings, config=model.config), 0
     prompt_length = len(input_ids)
-    generator = torch.Generator().manual_seed(seed) if seed is not None else None
-    stops = stop_token_ids(model, tokenizer) if stop_at_eos else set()
+    generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
+    stops = stop_token_ids(model, tokenizer) if options.stop_at_eos else set()
     generated: list[int] = []
     emitted = ""
     decode_steps = 0
     with torch.inference_mode():
         synchronize(device)
         started = time.perf_counter()
-        logits = prefill(model, input_ids[start:], cache, start=start, chunk_size=chunk_size)
+        logits = prefill(model, input_ids[start:], cache, start=start, chunk_size=options.prefill_chunk)
         synchronize(device)
         prefill_s = time.perf_counter() - started
         started = time.perf_counter()
-        for step in range(max_new_tokens):
-            token = _next_token(logits, temperature, generator)
+        for step in range(options.max_new_tokens):
+            token = _next_token(logits, options.temperature, generator)
             token_id = int(token)
             if token_id in stops:
                 break
@@ -138,7 +144,7 @@ def generate_answer(
                 if not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
                     on_text(text[len(emitted):])
                     emitted = text
-            if step + 1 == max_new_tokens:
+            if step + 1 == options.max_new_tokens:
                 break
             position = torch.tensor([prompt_length + step], device=device)
             decode_steps += 1

@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UserError
+from .errors import OutOfRange, UserError
 from .prompting import Prompt
+from .report import Report
 
 SCHEMA_VERSION = 1
-# keys of ask's report that describe the answer, not the prompt and its cache
-ANSWER_KEYS = ("answer", "generated_tokens")
-DECODE_TIMINGS = ("decode_s", "decode_tokens_per_s")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 
 
@@ -85,7 +83,7 @@ class Inspection:
     kept: np.ndarray
     scores: np.ndarray
     scored: list[bool]
-    report: dict
+    report: Report
     answer: str | None = None
     generated_tokens: int | None = None
 
@@ -101,7 +99,7 @@ class Inspection:
     @property
     def window(self) -> tuple[int, int]:
         """The observation window: the last ``window_size`` prompt positions, [start, end)."""
-        return max(0, self.length - self.report["settings"]["window_size"]), self.length
+        return max(0, self.length - self.report.settings.window_size), self.length
 
     def in_window(self, position: int) -> bool:
         return position >= self.window[0]
@@ -109,11 +107,9 @@ class Inspection:
     # -- selections of (layer, head) pairs -----------------------------------------------------------------------
     def check_selection(self, layer: int | None = None, head: int | None = None) -> None:
         if layer is not None and layer not in self.layers:
-            raise UserError(f"--layer {layer} is out of range: the model has {len(self.layers)} layers "
-                            f"({self.layers[0]}-{self.layers[-1]})")
+            raise OutOfRange("layer", layer, len(self.layers))
         if head is not None and not 0 <= head < self.num_heads:
-            raise UserError(f"--head {head} is out of range: the model has {self.num_heads} KV heads "
-                            f"(0-{self.num_heads - 1})")
+            raise OutOfRange("head", head, self.num_heads)
 
     def _rows(self, layer: int | None, head: int | None) -> tuple[np.ndarray, np.ndarray]:
         """The kept mask and scores of the selected pairs, each (pairs, prompt_length)."""
@@ -231,14 +227,11 @@ class Inspection:
         return passages
 
     # -- JSON --------------------------------------------------------------------------------------------------
-    def layer_rows(self) -> dict[int, dict]:
-        return {row["layer"]: row for row in self.report.get("layers", [])}
-
     def to_json(self) -> dict:
         """The ``snapkv inspect --json`` object (documented in the README)."""
-        report = self.report
-        share_rows = {row["page"]: row for row in report.get("pages", [])}
-        layer_rows = self.layer_rows()
+        report = self.report.to_json(answer=False)
+        share_rows = {row["page"]: row for row in report["pages"]}
+        layer_rows = {row["layer"]: row for row in report["layers"]}
         layers = []
         for row_index, layer in enumerate(self.layers):
             heads = []
@@ -278,14 +271,6 @@ def _round(value: float) -> float | None:
     return float(f"{value:.6g}")
 
 
-def prompt_report(report: dict) -> dict:
-    """``ask``'s report without what describes the answer: prompt counts, cache sizes, settings, layers, pages."""
-    result = {key: value for key, value in report.items() if key not in ANSWER_KEYS}
-    if "timings" in result:
-        result["timings"] = {key: value for key, value in result["timings"].items() if key not in DECODE_TIMINGS}
-    return result
-
-
 def inspect_answer(answer, tokenizer, *, with_answer: bool = False) -> Inspection:
     """An :class:`Inspection` of a prefilled :class:`~snapkv_cli.pipeline.Answer` (batch 1)."""
     prompt = answer.prompt
@@ -311,7 +296,7 @@ def inspect_answer(answer, tokenizer, *, with_answer: bool = False) -> Inspectio
         kept=kept,
         scores=scores,
         scored=scored,
-        report=prompt_report(answer.report),
+        report=answer.report,
         answer=answer.result.answer if with_answer else None,
         generated_tokens=len(answer.result.generated_ids) if with_answer else None,
     )

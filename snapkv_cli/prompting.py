@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from .documents import Document
-from .errors import UserError
+from .errors import PromptTooLong, TemplateTooLong, UserError
 
 DEFAULT_TEMPLATE = "qa"
 _DOC_MARK, _QUESTION_MARK = "\uE000DOCUMENT\uE000", "\uE000QUESTION\uE000"
@@ -133,10 +133,9 @@ def build_prompt(tokenizer, document: Document, question: str, template: Templat
             return prompt
         excess = prompt.length - max_tokens
         if truncate is None:
-            raise UserError(f"the prompt has {prompt.length} tokens but at most {max_tokens} fit: select pages with "
-                            "--pages, or pass --truncate middle|start|end")
+            raise PromptTooLong(prompt.length, max_tokens)
         document_text, dropped = _truncate(tokenizer, document_text, excess + 8 * _attempt, truncate, dropped)
-    raise UserError("could not truncate the document to fit the context; select fewer pages with --pages")
+    raise PromptTooLong(prompt.length, max_tokens)
 
 
 def _tokenize(tokenizer, template: Template, document: Document, document_text: str, question: str,
@@ -169,7 +168,7 @@ def _truncate(tokenizer, document_text: str, excess: int, how: str, dropped: int
     offsets = encoding["offset_mapping"]
     keep = len(offsets) - excess
     if keep <= 0:
-        raise UserError("the template and question alone exceed the context; use a shorter question")
+        raise TemplateTooLong()
     if how == "start":
         text = document_text[offsets[excess][0]:]
     elif how == "end":

@@ -1,10 +1,17 @@
-"""The report of one question: a plain dict with one stable schema, shared by ``--json`` and the terminal view."""
+"""The report of one answer: a typed object with one stable JSON schema, built once per answer.
+
+``Report.to_json()`` is the ``--json`` object of ``snapkv ask`` and ``snapkv chat`` (one per answer), the base of
+``snapkv inspect --json`` (``answer=False`` leaves out what describes the answer), and what the terminal views read.
+The schema is documented in the README; :data:`SCHEMA_VERSION` changes when a key changes meaning or goes away
+(new keys are added without a change).
+"""
 
 from __future__ import annotations
 
 import resource
 import sys
 from collections import Counter
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -21,25 +28,154 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def layer_rows(cache: SnapKVCache) -> list[dict]:
+@dataclass(frozen=True)
+class SettingsInfo:
+    """The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from ``budget``)."""
+
+    window_size: int
+    max_capacity_prompt: int
+    budget: int | float
+    kernel_size: int
+    pooling: str
+    gqa_aggregation: str
+
+
+@dataclass(frozen=True)
+class PromptInfo:
+    """Token counts of the prompt's parts and how much of the observation window is question."""
+
+    document: int
+    question: int
+    template: int
+    window_size: int
+    question_tokens_in_window: int
+    question_tokens: int
+    question_fits: bool
+    truncated_document_tokens: int
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """Prompt KV before and after compression; ``tokens_after`` is the mean over layers and KV heads."""
+
+    tokens_before: int
+    tokens_after: float
+    bytes_before: int
+    bytes_after: int
+    compression_ratio: float
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    layer: int
+    kept_tokens_min: int
+    kept_tokens_max: int
+    kept_tokens_mean: float
+    capacity: int
+    compressed: bool
+    sliding_window: bool
+
+
+@dataclass(frozen=True)
+class PageRow:
+    """One document page: its prompt tokens and the share of them kept over all (layer, KV head) pairs."""
+
+    page: int
+    document_tokens: int
+    kept_share: float
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds. ``prefill_s`` is the question's prefill (the whole prompt's when nothing was shared);
+    ``prefix_s`` what building or loading a shared prefix took for this answer (0 when prefilled in one pass)."""
+
+    load_s: float
+    prefill_s: float
+    decode_s: float
+    decode_tokens_per_s: float
+    selection_s: float
+    prefix_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Memory:
+    peak_rss_bytes: int
+    cuda_peak_bytes: int | None
+
+
+@dataclass(frozen=True)
+class PrefixInfo:
+    """The question-independent start of the prompt: ``source`` is ``prefill`` (prefilled for this answer),
+    ``memory`` (reused from an earlier answer) or ``disk`` (loaded from the document cache)."""
+
+    tokens: int
+    source: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class DocCacheInfo:
+    """What the on-disk document cache did for this answer's prefix: ``status`` is off, hit, stored, rebuilt
+    (a bad entry was replaced) or not_stored, with the ``reason`` for the last two."""
+
+    enabled: bool = False
+    status: str = "off"
+    reason: str | None = None
+    path: str | None = None
+    bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything ``--json`` says about one answer (field order is the JSON's key order)."""
+
+    answer: str
+    question: str
+    document: str
+    model: str
+    device: str
+    dtype: str
+    method: str
+    settings: SettingsInfo
+    prompt_tokens: int
+    prompt: PromptInfo
+    generated_tokens: int
+    cache: CacheInfo
+    layers: list[LayerRow]
+    pages: list[PageRow]
+    timings: Timings
+    memory: Memory
+    question_index: int
+    reused_prefix_tokens: int
+    prefix: PrefixInfo
+    doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self, *, answer: bool = True) -> dict:
+        """The JSON object; ``answer=False`` drops the answer, its token count and the decode timings."""
+        data = {"schema_version": self.schema_version}
+        data.update((key, value) for key, value in asdict(self).items() if key != "schema_version")
+        if not answer:
+            del data["answer"], data["generated_tokens"]
+            for key in ("decode_s", "decode_tokens_per_s"):
+                del data["timings"][key]
+        return data
+
+
+def layer_rows(cache: SnapKVCache) -> list[LayerRow]:
     """Per layer: kept tokens across (batch, KV head), the budget, and whether it was compressed."""
     rows = []
     for layer in sorted(cache.records):
         record = cache.records[layer]
-        kept = torch.full(record.kept_positions.shape[:2], record.kept_positions.shape[-1])
-        rows.append({
-            "layer": layer,
-            "kept_tokens_min": int(kept.min()),
-            "kept_tokens_max": int(kept.max()),
-            "kept_tokens_mean": float(kept.float().mean()),
-            "capacity": record.capacity,
-            "compressed": record.compressed,
-            "sliding_window": record.sliding,
-        })
+        kept = record.kept_positions.shape[-1]
+        rows.append(LayerRow(layer=layer, kept_tokens_min=kept, kept_tokens_max=kept, kept_tokens_mean=float(kept),
+                             capacity=record.capacity, compressed=record.compressed,
+                             sliding_window=record.sliding))
     return rows
 
 
-def page_rows(cache: SnapKVCache, prompt: Prompt) -> list[dict]:
+def page_rows(cache: SnapKVCache, prompt: Prompt) -> list[PageRow]:
     """Per document page: its tokens and the share of them kept over all (layer, KV head) pairs."""
     page_tokens = Counter(page for page in prompt.token_pages if page is not None)
     if not page_tokens:
@@ -52,50 +188,49 @@ def page_rows(cache: SnapKVCache, prompt: Prompt) -> list[dict]:
         pairs += positions.shape[0]
         pages, counts = page_of_position[positions.reshape(-1)].unique(return_counts=True)
         kept_counts.update({int(page): int(count) for page, count in zip(pages, counts) if page})
-    return [
-        {"page": page, "document_tokens": tokens, "kept_share": round(kept_counts[page] / (tokens * pairs), 4)}
-        for page, tokens in sorted(page_tokens.items())
-    ]
+    return [PageRow(page=page, document_tokens=tokens, kept_share=round(kept_counts[page] / (tokens * pairs), 4))
+            for page, tokens in sorted(page_tokens.items())]
+
+
+def cache_info(cache: SnapKVCache) -> CacheInfo:
+    """Sizes before and after compression, summed over layers (see :meth:`SnapKVCache.summary`)."""
+    return CacheInfo(**cache.summary())
 
 
 def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, result: GenerationResult,
-                 load_s: float, document: str, question: str) -> dict:
-    """The ``--json`` object of ``snapkv ask`` (documented in the README)."""
-    settings = result.cache.settings
-    summary = result.cache.summary()
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "answer": result.answer,
-        "question": question,
-        "document": document,
-        "model": model_name,
-        "device": device,
-        "dtype": dtype,
-        "method": settings.method,
-        "settings": {
-            "window_size": settings.window_size,
-            "max_capacity_prompt": settings.capacity_for(prompt.length),
-            "budget": settings.max_capacity_prompt,
-            "kernel_size": settings.kernel_size,
-            "pooling": settings.pooling,
-            "gqa_aggregation": settings.gqa_aggregation,
-        },
-        "prompt_tokens": prompt.length,
-        "prompt": {**prompt.counts(), **prompt.window_report(settings.window_size),
-                   "truncated_document_tokens": prompt.truncated_document_tokens},
-        "generated_tokens": len(result.generated_ids),
-        "cache": summary,
-        "layers": layer_rows(result.cache),
-        "pages": page_rows(result.cache, prompt),
-        "timings": {
-            "load_s": round(load_s, 3),
-            "prefill_s": round(result.prefill_s, 3),
-            "decode_s": round(result.decode_s, 3),
-            "decode_tokens_per_s": round(result.decode_tokens_per_s, 2),
-            "selection_s": round(result.cache.selection_seconds, 3),
-        },
-        "memory": {
-            "peak_rss_bytes": peak_rss_bytes(),
-            "cuda_peak_bytes": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None,
-        },
-    }
+                 document: str, question: str, load_s: float, question_index: int, prefix: PrefixInfo,
+                 doc_cache: DocCacheInfo) -> Report:
+    """The report of one answer (documented in the README)."""
+    cache = result.cache
+    settings = cache.settings
+    window = prompt.window_report(settings.window_size)
+    return Report(
+        answer=result.answer,
+        question=question,
+        document=document,
+        model=model_name,
+        device=device,
+        dtype=dtype,
+        method=settings.method,
+        settings=SettingsInfo(window_size=settings.window_size,
+                              max_capacity_prompt=settings.capacity_for(prompt.length),
+                              budget=settings.max_capacity_prompt, kernel_size=settings.kernel_size,
+                              pooling=settings.pooling, gqa_aggregation=settings.gqa_aggregation),
+        prompt_tokens=prompt.length,
+        prompt=PromptInfo(**prompt.counts(), **window,
+                          truncated_document_tokens=prompt.truncated_document_tokens),
+        generated_tokens=len(result.generated_ids),
+        cache=cache_info(cache),
+        layers=layer_rows(cache),
+        pages=page_rows(cache, prompt),
+        timings=Timings(load_s=round(load_s, 3), prefill_s=round(result.prefill_s, 3),
+                        decode_s=round(result.decode_s, 3),
+                        decode_tokens_per_s=round(result.decode_tokens_per_s, 2),
+                        selection_s=round(cache.selection_seconds, 3), prefix_s=round(prefix.seconds, 3)),
+        memory=Memory(peak_rss_bytes=peak_rss_bytes(),
+                      cuda_peak_bytes=torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None),
+        question_index=question_index,
+        reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
+        prefix=prefix,
+        doc_cache=doc_cache,
+    )

@@ -1,11 +1,14 @@
-"""Render an ``ask`` report (see :mod:`snapkv_cli.report`) as a compact Rich panel for stderr."""
+"""Views of a :class:`~snapkv_cli.report.Report` for stderr: the full Rich panel, and one line per answer."""
 
 from __future__ import annotations
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from .report import DocCacheInfo, Report
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -24,40 +27,71 @@ def human_bytes(count: float) -> str:
     return f"{count:.1f} GB"
 
 
-def render_report(report: dict, console: Console) -> None:
-    settings, prompt, cache, timings = report["settings"], report["prompt"], report["cache"], report["timings"]
+def render_report(report: Report, console: Console) -> None:
+    """The full report as a panel: model, prompt, window, method, cache, layers, pages, times, memory."""
+    settings, prompt, cache, timings = report.settings, report.prompt, report.cache, report.timings
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
-    table.add_row("model", f"{report['model']}  ({report['device']}, {report['dtype']})")
-    table.add_row("prompt", f"{report['prompt_tokens']} tokens = {prompt['document']} document + "
-                            f"{prompt['template']} template + {prompt['question']} question")
-    window = f"{prompt['window_size']} tokens, {prompt['question_tokens_in_window']} of them question"
-    if not prompt["question_fits"]:
-        window += f" [yellow](question has {prompt['question_tokens']} tokens: it does not fit)[/]"
+    table.add_row("model", Text(f"{report.model}  ({report.device}, {report.dtype})"))
+    table.add_row("prompt", f"{report.prompt_tokens} tokens = {prompt.document} document + "
+                            f"{prompt.template} template + {prompt.question} question")
+    window = f"{prompt.window_size} tokens, {prompt.question_tokens_in_window} of them question"
+    if not prompt.question_fits:
+        window += f" [yellow](question has {prompt.question_tokens} tokens: it does not fit)[/]"
     table.add_row("window", window)
-    method = report["method"]
-    if method in ("snapkv", "pyramidkv"):
-        method += f"  budget {settings['max_capacity_prompt']}, kernel {settings['kernel_size']} {settings['pooling']}"
-    elif method != "full":
-        method += f"  budget {settings['max_capacity_prompt']}"
+    method = escape(report.method)
+    if report.method in ("snapkv", "pyramidkv"):
+        method += f"  budget {settings.max_capacity_prompt}, kernel {settings.kernel_size} {settings.pooling}"
+    elif report.method != "full":
+        method += f"  budget {settings.max_capacity_prompt}"
     table.add_row("method", method)
-    table.add_row("KV cache", f"{cache['tokens_before']} → {cache['tokens_after']:g} tokens per head, "
-                              f"{human_bytes(cache['bytes_before'])} → {human_bytes(cache['bytes_after'])} "
-                              f"({cache['compression_ratio']:.2f}x)")
-    layers = report["layers"]
-    if layers:
-        kept = [row["kept_tokens_mean"] for row in layers]
-        table.add_row("per layer", f"{sparkline(kept)}  min {min(r['kept_tokens_min'] for r in layers)} / "
-                                   f"max {max(r['kept_tokens_max'] for r in layers)} over {len(layers)} layers")
-    pages = sorted(report["pages"], key=lambda row: row["kept_share"], reverse=True)
+    table.add_row("KV cache", f"{cache.tokens_before} → {cache.tokens_after:g} tokens per head, "
+                              f"{human_bytes(cache.bytes_before)} → {human_bytes(cache.bytes_after)} "
+                              f"({cache.compression_ratio:.2f}x)")
+    if report.layers:
+        kept = [row.kept_tokens_mean for row in report.layers]
+        table.add_row("per layer", f"{sparkline(kept)}  min {min(r.kept_tokens_min for r in report.layers)} / "
+                                   f"max {max(r.kept_tokens_max for r in report.layers)} over "
+                                   f"{len(report.layers)} layers")
+    pages = sorted(report.pages, key=lambda row: row.kept_share, reverse=True)
     if len(pages) > 1:
-        table.add_row("top pages", ", ".join(f"p{row['page']} {row['kept_share']:.0%}" for row in pages[:5]))
-    table.add_row("time", f"load {timings['load_s']:.2f}s · prefill {timings['prefill_s']:.2f}s · "
-                          f"decode {report['generated_tokens']} tokens in {timings['decode_s']:.2f}s "
-                          f"({timings['decode_tokens_per_s']:.1f} tok/s)")
-    memory = f"peak RSS {human_bytes(report['memory']['peak_rss_bytes'])}"
-    if report["memory"].get("cuda_peak_bytes"):
-        memory += f", CUDA peak {human_bytes(report['memory']['cuda_peak_bytes'])}"
+        table.add_row("top pages", ", ".join(f"p{row.page} {row.kept_share:.0%}" for row in pages[:5]))
+    table.add_row("time", f"load {timings.load_s:.2f}s · prefill {timings.prefill_s:.2f}s · "
+                          f"decode {report.generated_tokens} tokens in {timings.decode_s:.2f}s "
+                          f"({timings.decode_tokens_per_s:.1f} tok/s)")
+    memory = f"peak RSS {human_bytes(report.memory.peak_rss_bytes)}"
+    if report.memory.cuda_peak_bytes:
+        memory += f", CUDA peak {human_bytes(report.memory.cuda_peak_bytes)}"
     table.add_row("memory", memory)
     console.print(Panel(Group(table), title=Text("snapkv", style="bold"), expand=False))
+
+
+_SOURCES = {"prefill": "prefilled", "disk": "loaded from the document cache", "memory": "reused"}
+
+
+def compact_line(report: Report, label: str) -> str:
+    """One line of an answer's report: cache, prefix reuse, times (and what the document cache did)."""
+    cache, timings, prefix = report.cache, report.timings, report.prefix
+    parts = [f"{label} {cache.tokens_before} → {cache.tokens_after:g} tokens ({cache.compression_ratio:.2f}x)"]
+    if report.reused_prefix_tokens or prefix.seconds:
+        text = f"prefix {prefix.tokens} tokens {_SOURCES[prefix.source]}"
+        if prefix.source != "memory":
+            text += f" in {prefix.seconds:.2f}s"
+        parts.append(text)
+    parts.append(f"prefill {timings.prefill_s:.2f}s")
+    parts.append(f"decode {report.generated_tokens} tokens in {timings.decode_s:.2f}s")
+    line = " · ".join(parts)
+    if prefix.source != "memory" and report.doc_cache.status in ("stored", "rebuilt", "not_stored"):
+        line += "\n" + doc_cache_line(report.doc_cache)
+    return line
+
+
+def doc_cache_line(doc_cache: DocCacheInfo) -> str:
+    """What the document cache did, in words (stored, rebuilt, not stored and why)."""
+    size = f" ({human_bytes(doc_cache.bytes)})" if doc_cache.bytes else ""
+    if doc_cache.status == "stored":
+        return f"document cache: stored{size} in {doc_cache.path}"
+    if doc_cache.status == "rebuilt":
+        return f"document cache: the entry was rebuilt ({doc_cache.reason}){size}"
+    return f"document cache: not stored: {doc_cache.reason}"

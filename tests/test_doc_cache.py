@@ -20,7 +20,9 @@ from typer.testing import CliRunner
 import snapkv_cli.cli as cli
 from snapkv_cli import doc_cache as disk
 from snapkv_cli.engine import CompressionSettings
-from snapkv_cli.errors import UserError
+from snapkv_cli.generation import GenerationOptions
+from snapkv_cli.cli.errors import message
+from snapkv_cli.errors import InvalidValue, UserError
 from snapkv_cli.generation import build_prefix, generate_answer
 
 runner = CliRunner()
@@ -102,7 +104,9 @@ def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, iso
     on = runner.invoke(cli.app, args, env={"SNAPKV_CACHE_DOCS": "1"})
     assert json.loads(on.stdout)["doc_cache"]["status"] == "stored"
     off = runner.invoke(cli.app, [*args, "--no-cache-docs"], env={"SNAPKV_CACHE_DOCS": "1"})
-    assert "doc_cache" not in json.loads(off.stdout)  # the plain single-question path, as before
+    # the same keys either way (issue 10: a caching flag never changes the JSON's keys); the cache is off
+    assert json.loads(off.stdout)["doc_cache"]["status"] == "off"
+    assert set(json.loads(off.stdout)) == set(json.loads(on.stdout))
 
 
 def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
@@ -117,8 +121,8 @@ def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
     loaded = disk.import_prefix(disk._read(cache.path_for(key))[0], model, 16, True)
     for method in ("snapkv", "h2o", "pyramidkv"):
         settings = CompressionSettings(method=method, window_size=12, max_capacity_prompt=40, kernel_size=5)
-        runs = [generate_answer(model, DigitTokenizer(), prefix + question, settings, max_new_tokens=6, prefix=p,
-                                prefix_length=len(prefix)) for p in (built, loaded)]
+        runs = [generate_answer(model, DigitTokenizer(), prefix + question, settings, GenerationOptions(max_new_tokens=6),
+                                prefix=p) for p in (built, loaded)]
         assert runs[0].generated_ids == runs[1].generated_ids
         for layer, record in runs[0].cache.records.items():
             other = runs[1].cache.records[layer]
@@ -338,5 +342,6 @@ def test_cache_list_and_clear(notes, tiny_model_path, isolated, tmp_path):
 def test_parse_age():
     assert disk.parse_age("90") == 90 and disk.parse_age("30m") == 1800 and disk.parse_age("2w") == 14 * 86400
     for text in ("", "-1d", "xd"):
-        with pytest.raises(UserError, match="--older-than"):
+        with pytest.raises(InvalidValue, match="older_than") as info:
             disk.parse_age(text)
+        assert message(info.value).startswith("--older-than must be a duration")

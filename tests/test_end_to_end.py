@@ -48,6 +48,7 @@ def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed
     from snapkv_cli.defaults import CLI_DEFAULTS
     from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
+    from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.pipeline import ask
     from snapkv_cli.prompting import load_template
 
@@ -55,11 +56,12 @@ def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed
     document = Document(source="needle", kind="text", pages=(Page(1, task.document),))
     for method in ("full", "snapkv"):
         settings = CompressionSettings(method=method, **CLI_DEFAULTS)
-        answer = ask(default_model, document, task.question, settings, load_template(), max_new_tokens=16)
+        answer = ask(default_model, document, task.question, settings, load_template(),
+                     generation=GenerationOptions(max_new_tokens=16))
         assert answer.prompt.length >= 2000
         assert task.is_correct(answer.result.answer), (method, answer.result.answer, task.answer)
         if method == "snapkv":
-            assert answer.report["cache"]["tokens_after"] == 1024
+            assert answer.report.to_json()["cache"]["tokens_after"] == 1024
 
 
 def test_needle_is_lost_when_the_cache_drops_it(default_model):
@@ -67,11 +69,13 @@ def test_needle_is_lost_when_the_cache_drops_it(default_model):
     from snapkv_cli.bench.tasks import single_needle
     from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
+    from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.pipeline import ask
     from snapkv_cli.prompting import load_template
 
     task = single_needle(default_model.tokenizer, 2300, 0.1, 0)
     document = Document(source="needle", kind="text", pages=(Page(1, task.document),))
     settings = CompressionSettings(method="streamingllm", window_size=32, max_capacity_prompt=1024)
-    answer = ask(default_model, document, task.question, settings, load_template(), max_new_tokens=16)
+    answer = ask(default_model, document, task.question, settings, load_template(),
+                     generation=GenerationOptions(max_new_tokens=16))
     assert not task.is_correct(answer.result.answer)

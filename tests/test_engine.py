@@ -121,9 +121,8 @@ def test_tova_keeps_one_selection_per_layer():
 def test_h2o_scores_are_attention_summed_over_all_queries():
     model = prepare(tiny_model("llama", "eager"))
     input_ids = prompt_ids(70, seed=4)
-    cache = SnapKVCache(window_size=4, max_capacity_prompt=30, method="h2o", gqa_aggregation="mean",
-                        settings=CompressionSettings(method="h2o", window_size=4, max_capacity_prompt=30,
-                                                     query_block_size=16))
+    cache = SnapKVCache(settings=CompressionSettings(method="h2o", window_size=4, max_capacity_prompt=30,
+                                                     gqa_aggregation="mean", query_block_size=16))
     with torch.no_grad():
         output = model(input_ids, past_key_values=cache, use_cache=True, output_attentions=True)
     for layer_idx, record in cache.records.items():

@@ -24,6 +24,7 @@ import snapkv_cli.cli as cli
 from snapkv_cli import pipeline
 from snapkv_cli.documents import load_document
 from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.inspection import Inspection, inspect_answer, token_texts
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.loader import load_model
@@ -116,7 +117,7 @@ def direct_run(loaded, doc: str, method: str = "snapkv", budget: int = 64, windo
     settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=budget, kernel_size=15,
                                    pooling="maxpool")
     return pipeline.ask(loaded, load_document(doc, pages=pages), QUESTION, settings, load_template(None),
-                        max_new_tokens=max_new_tokens)
+                        generation=GenerationOptions(max_new_tokens=max_new_tokens))
 
 
 def small_inspection(loaded, doc: str, method: str = "snapkv", budget: int = 64, window: int = 8) -> Inspection:
@@ -139,9 +140,9 @@ def test_json_matches_the_engine(docs, tiny_model_path, loaded):
     assert data["window"] == [prompt.length - 8, prompt.length]
     assert data["question_span"] == list(prompt.question_span)
     assert data["document_span"] == list(prompt.document_span)
-    assert data["settings"] == engine.report["settings"]
-    assert data["cache"] == engine.report["cache"]
-    assert data["prompt"] == engine.report["prompt"] and data["prompt_tokens"] == prompt.length
+    assert data["settings"] == engine.report.to_json()["settings"]
+    assert data["cache"] == engine.report.to_json()["cache"]
+    assert data["prompt"] == engine.report.to_json()["prompt"] and data["prompt_tokens"] == prompt.length
     assert "answer" not in data and "generated_tokens" not in data
     assert [layer["layer"] for layer in data["layers"]] == sorted(records) == [0, 1, 2]
     for layer in data["layers"]:
@@ -156,7 +157,7 @@ def test_json_matches_the_engine(docs, tiny_model_path, loaded):
     assert [page["page"] for page in data["pages"]] == [1, 2, 3]
     assert data["pages"][0]["span"][0] == prompt.document_span[0]
     assert data["pages"][-1]["span"][1] == prompt.document_span[1]
-    for page, row in zip(data["pages"], engine.report["pages"]):
+    for page, row in zip(data["pages"], engine.report.to_json()["pages"]):
         start, end = page["span"]
         assert set(prompt.token_pages[start:end]) == {page["page"]}
         assert page["kept_share"] == row["kept_share"] and page["document_tokens"] == end - start

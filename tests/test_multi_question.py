@@ -18,6 +18,7 @@ import snapkv_cli.cli as cli
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.documents import Document, Page, load_document
 from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.prompting import load_template
 
 runner = CliRunner()
@@ -103,19 +104,19 @@ def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, 
     real_build = pipeline.DocumentSession._obtain
     monkeypatch.setattr(pipeline.DocumentSession, "_obtain",
                         lambda self, ids: built.append(len(ids)) or real_build(self, ids))
-    session = pipeline.DocumentSession(loaded, document, settings, template, max_new_tokens=6)
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GenerationOptions(max_new_tokens=6))
     for index, question in enumerate(QUESTIONS):
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, template, max_new_tokens=6)
+        separate = pipeline.ask(loaded, document, question, settings, template, generation=GenerationOptions(max_new_tokens=6))
         assert_same_answer(separate, shared)
-        report = shared.report
+        report = shared.report.to_json()
         assert report["question_index"] == index
         assert report["prefix"]["tokens"] == shared.prompt.prefix_length > 0
         assert report["prefix"]["source"] == ("prefill" if index == 0 else "memory")
         assert report["reused_prefix_tokens"] == (0 if index == 0 else shared.prompt.prefix_length)
         assert report["doc_cache"]["status"] == "off"
-        assert report["cache"] == separate.report["cache"]
-        assert report["layers"] == separate.report["layers"]
+        assert report["cache"] == separate.report.to_json()["cache"]
+        assert report["layers"] == separate.report.to_json()["layers"]
     assert len(built) == 1  # the document was read once
 
 
@@ -128,16 +129,16 @@ def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=5)
     questions = ["Who?", "Who repaired the fog signal and oiled the clockwork before the great winter storm came?",
                  "Who?"]
-    session = pipeline.DocumentSession(loaded, document, settings, load_template(), max_new_tokens=4,
+    session = pipeline.DocumentSession(loaded, document, settings, load_template(), generation=GenerationOptions(max_new_tokens=4),
                                        truncate="middle")
     sources = []
     for question in questions:
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, load_template(), max_new_tokens=4,
+        separate = pipeline.ask(loaded, document, question, settings, load_template(), generation=GenerationOptions(max_new_tokens=4),
                                 truncate="middle")
         assert separate.prompt.truncated_document_tokens > 0
         assert_same_answer(separate, shared)
-        sources.append(shared.report["prefix"]["source"])
+        sources.append(shared.report.to_json()["prefix"]["source"])
     assert sources == ["prefill", "prefill", "prefill"]
 
 
@@ -153,7 +154,8 @@ def test_jsonl_answers_match_separate_asks(notes, tiny_model_path):
     lines = jsonl(result.stdout)
     assert len(lines) == len(QUESTIONS)
     for index, (line, alone) in enumerate(zip(lines, separate)):
-        assert set(line) - set(alone) == {"question_index", "reused_prefix_tokens", "prefix", "doc_cache"}
+        assert set(line) == set(alone)  # one question or several: the same keys (issue 10)
+        assert {"question_index", "reused_prefix_tokens", "prefix", "doc_cache"} <= set(line)
         assert line["question"] == QUESTIONS[index] and line["question_index"] == index
         for key in ("answer", "prompt_tokens", "prompt", "generated_tokens", "cache", "layers", "settings"):
             assert line[key] == alone[key], key
@@ -270,11 +272,11 @@ def test_default_model_answers_and_keeps_the_same_as_separate_runs():
     document, template = load_document("examples/field_notes.txt"), load_template()
     settings = CompressionSettings(**CLI_DEFAULTS)
     questions = ["What is the station's coastguard code?", "What is the name of the relief boat?"]
-    session = pipeline.DocumentSession(loaded, document, settings, template, max_new_tokens=24)
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GenerationOptions(max_new_tokens=24))
     answers = []
     for question in questions:
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, template, max_new_tokens=24)
+        separate = pipeline.ask(loaded, document, question, settings, template, generation=GenerationOptions(max_new_tokens=24))
         assert shared.prompt.length > settings.max_capacity_prompt  # really compressed
         assert_same_answer(separate, shared)
         answers.append(shared.result.answer)
@@ -304,15 +306,16 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
 
     from rich.console import Console
 
-    from snapkv_cli.chat import run_chat
+    from snapkv_cli.cli.chat import run_chat
+    from snapkv_cli.presenters import ChatPresenter
+    from snapkv_cli.runner import RunOptions, Runner
 
     errors, answers = io.StringIO(), io.StringIO()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
-    result = run_chat(load_document(notes), load_template(), settings, console=Console(file=errors, width=200),
-                      model=None, device="cpu", dtype="auto", max_new_tokens=4, temperature=0.0, seed=None,
-                      truncate=None, as_json=False, quiet=False, doc_cache=None,
-                      stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt), stdout=answers,
-                      load_model=lambda *args, **kwargs: loaded)
+    options = RunOptions(device="cpu", settings=settings, generation=GenerationOptions(max_new_tokens=4))
+    runner = Runner(options, ChatPresenter(Console(file=errors, width=200), out=answers),
+                    load_model=lambda *args, **kwargs: loaded)
+    result = run_chat(runner, load_document(notes), stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt))
     assert result == code
     assert errors.getvalue().count("> ") == 2 and "Ctrl-D to leave" in errors.getvalue()
     assert answers.getvalue().count("\n") == 1 and "> " not in answers.getvalue()

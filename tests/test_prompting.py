@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from snapkv_cli.documents import Document, Page
-from snapkv_cli.errors import UserError
+from snapkv_cli.cli.errors import message as cli_message
+from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.prompting import available_templates, build_prompt, load_template
 from tiny_models import tiny_tokenizer
 
@@ -190,10 +191,11 @@ def full_length(tokenizer, qa) -> int:
 
 
 def test_too_long_without_truncate_is_user_error(tokenizer, qa, full_length):
-    with pytest.raises(UserError) as info:
+    with pytest.raises(PromptTooLong) as info:
         build_prompt(tokenizer, one_page(), QUESTION, qa, max_tokens=300)
-    message = str(info.value)
-    assert f"{full_length} tokens" in message and "300" in message and "--truncate" in message
+    assert (info.value.tokens, info.value.limit) == (full_length, 300)  # the facts; the CLI names the flags
+    text = cli_message(info.value)
+    assert f"{full_length} tokens" in text and "300" in text and "--truncate" in text
 
 
 def test_fits_exactly_needs_no_truncation(tokenizer, qa, full_length):

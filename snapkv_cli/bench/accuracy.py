@@ -11,7 +11,7 @@ from typing import Callable
 
 from ..documents import Document, Page
 from ..engine import CompressionSettings
-from ..generation import build_prefix, generate_answer
+from ..generation import GenerationOptions, build_prefix, generate_answer
 from ..models.loader import LoadedModel
 from ..prompting import Template, build_prompt
 from .tasks import TASKS, make_tasks
@@ -73,8 +73,7 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                                       accumulate_attention="h2o" in plan.methods)
                 for method, budget in plan.cells():
                     result = generate_answer(model, tokenizer, prompt.input_ids, plan.settings(method, budget),
-                                             max_new_tokens=plan.max_new_tokens, prefix=prefix,
-                                             prefix_length=prompt.prefix_length)
+                                             GenerationOptions(max_new_tokens=plan.max_new_tokens), prefix=prefix)
                     outcome = Outcome(kind, length, sample, task.depth, prompt.length, method, budget,
                                       task.is_correct(result.answer), result.answer, task.answer)
                     outcomes.append(outcome)

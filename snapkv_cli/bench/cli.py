@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from ..console import fail_cleanly, stderr
+from ..cli.errors import fail_cleanly
+from ..console import stderr
 from ..defaults import CLI_DEFAULTS
 
 bench_app = typer.Typer(help="Measure accuracy retention and speed on this machine.", no_args_is_help=True)

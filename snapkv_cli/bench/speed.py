@@ -11,11 +11,9 @@ import gc
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from transformers.cache_utils import DynamicCache
-
 from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached
-from ..generation import generate_answer
+from ..generation import GenerationOptions, generate_answer
 from ..models.loader import LoadedModel
 from .haystack import haystack
 from .memory import PeakRSS
@@ -76,9 +74,8 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, method: str, 
                                    kernel_size=plan.kernel_size, pooling=plan.pooling)
     gc.collect()
     with PeakRSS() as peak:
-        plain = DynamicCache() if method in ("transformers", "weights-only") else None
-        result = generate_answer(model, tokenizer, ids, settings, max_new_tokens=plan.new_tokens, cache=plain,
-                                 stop_at_eos=False, chunk_size=plan.chunk_size)
+        result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(
+            max_new_tokens=plan.new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size))
         kv_bytes = _prompt_kv_bytes(result.cache, result.decode_steps) if len(ids) > 1 else 0
     selection_s = getattr(result.cache, "selection_seconds", 0.0)
     row = SpeedRow(len(ids), method, budget, round(result.prefill_s, 4), round(selection_s, 4),

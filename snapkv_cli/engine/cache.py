@@ -141,27 +141,27 @@ class SnapKVCache(DynamicCache):
 
     def __init__(
         self,
-        window_size: int = 32,
-        max_capacity_prompt: int | float = 4096,
-        kernel_size: int = 5,
-        pooling: str = "avgpool",
+        window_size: int | None = None,
+        max_capacity_prompt: int | float | None = None,
+        kernel_size: int | None = None,
+        pooling: str | None = None,
         *,
-        method: str = "snapkv",
-        gqa_aggregation: str = "mean",
+        method: str | None = None,
+        gqa_aggregation: str | None = None,
         settings: CompressionSettings | None = None,
         config=None,
         accumulate_attention: bool | None = None,
     ):
+        """Compress as ``settings`` say, or as the individual values say (the rest from
+        :class:`CompressionSettings`'s defaults: the paper's window 32, kernel 5, avgpool, capacity 4096)."""
         super().__init__(config=config)
         self._use_buffered_layers()
-        self.settings = settings or CompressionSettings(
-            method=method,
-            window_size=window_size,
-            max_capacity_prompt=max_capacity_prompt,
-            kernel_size=kernel_size,
-            pooling=pooling,
-            gqa_aggregation=gqa_aggregation,
-        )
+        given = {name: value for name, value in dict(
+            window_size=window_size, max_capacity_prompt=max_capacity_prompt, kernel_size=kernel_size,
+            pooling=pooling, method=method, gqa_aggregation=gqa_aggregation).items() if value is not None}
+        if settings is not None and given:
+            raise ValueError(f"pass either settings or individual values ({', '.join(given)}), not both")
+        self.settings = settings or CompressionSettings(**given)
         self.policy = POLICIES[self.settings.method](self.settings)
         # attention sums over every prompt query: needed by H2O, and by a prefix that H2O forks may continue
         self.accumulate_attention = self.policy.accumulates_attention if accumulate_attention is None \
@@ -259,6 +259,56 @@ class SnapKVCache(DynamicCache):
         fork.layer_class_to_replicate = self.layer_class_to_replicate
         fork._pending = {index: replace(pending) for index, pending in self._pending.items()}
         return fork
+
+    # -- an uncompressed prefix as plain tensors (the document cache stores this) -----------------------------
+    PREFIX_STATE_PARTS = ("keys", "values", "window_queries", "window_positions")
+
+    def prefix_state(self) -> dict[str, torch.Tensor]:
+        """The tensors that rebuild this uncompressed prefix (filled inside :meth:`deferred`), keyed by name.
+
+        Per layer ``i``: ``layers.i.keys`` and ``layers.i.values`` (batch, kv_heads, prefix_length, head_dim),
+        ``layers.i.window_queries`` (batch, query_heads, <= window_size, head_dim) and ``layers.i.window_positions``
+        (<= window_size,), the last prefix tokens' rotated queries and their positions (a later question's window
+        can reach back into them); with ``accumulate_attention`` also ``layers.i.accumulated_attention``
+        (batch, kv_heads, group, prefix_length). The tensors are the cache's own (not copies).
+        Raises ``ValueError`` for a compressed cache or sliding-window layers (their states are not the prompt).
+        """
+        if self.records:
+            raise ValueError("only an uncompressed prefix (filled inside deferred()) has a prefix state")
+        if any(getattr(layer, "is_sliding", False) for layer in self.layers):
+            raise ValueError("the model has sliding-window layers, whose prefix cannot be exported")
+        state = {}
+        for index, layer in enumerate(self.layers):
+            pending = self._pending.get(index)
+            if pending is None or pending.window_queries is None:
+                raise ValueError(f"layer {index} has no window queries: prefill the prefix first")
+            parts = [layer.keys, layer.values, pending.window_queries, pending.window_positions]
+            if self.accumulate_attention:
+                parts.append(pending.accumulated_attention)
+            names = self.PREFIX_STATE_PARTS + (("accumulated_attention",) if self.accumulate_attention else ())
+            state.update({f"layers.{index}.{name}": tensor for name, tensor in zip(names, parts)})
+        return state
+
+    @classmethod
+    def from_prefix_state(cls, state: dict[str, torch.Tensor], config, window_size: int, *,
+                          accumulate_attention: bool = False, device: torch.device | str | None = None
+                          ) -> "SnapKVCache":
+        """The uncompressed prefix that :meth:`prefix_state` described, ready for :meth:`fork`.
+
+        Each layer's tensors are popped from ``state`` as they are moved to ``device``, so at most one extra layer
+        is alive at a time. ``state`` must hold every part of every layer of ``config``'s model.
+        """
+        settings = CompressionSettings(method="full", window_size=window_size, max_capacity_prompt=window_size + 1)
+        cache = cls(settings=settings, config=config, accumulate_attention=accumulate_attention)
+        for index, layer in enumerate(cache.layers):
+            def take(name: str) -> torch.Tensor:
+                return state.pop(f"layers.{index}.{name}").to(device)
+
+            layer.update(take("keys"), take("values"))
+            cache._pending[index] = PendingLayer(
+                window_queries=take("window_queries"), window_positions=take("window_positions"),
+                accumulated_attention=take("accumulated_attention") if accumulate_attention else None)
+        return cache
 
     @staticmethod
     def _detached(layer):

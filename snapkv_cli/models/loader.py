@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from snapkv_cli.errors import UserError
+from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
 from snapkv_cli.models.default_model import DEFAULT_MODEL_NAME, ensure_default_model, is_default_model_name
 from snapkv_cli.models.hf_utils import (
     no_gguf_progress_bar,
@@ -66,7 +66,7 @@ def resolve_device(device: str) -> torch.device:
                 raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
             index = int(suffix)
         if not torch.cuda.is_available():
-            raise UserError(f"device '{device}' requested but CUDA is not available; use --device cpu or auto")
+            raise DeviceUnavailable(device, "CUDA is not available")
         if index is not None and index >= torch.cuda.device_count():
             raise UserError(
                 f"device '{device}' does not exist (this machine has {torch.cuda.device_count()} CUDA "
@@ -200,9 +200,7 @@ def _from_pretrained(
             tokenizer = AutoTokenizer.from_pretrained(location, **extra)
             model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
     except _OOM:
-        raise UserError(
-            f"out of memory while loading model '{display}'; try a smaller --dtype, another --device, or a smaller model"
-        ) from None
+        raise ModelOutOfMemory(display, str(torch_device)) from None
     except (OSError, ValueError, KeyError, ImportError, HfHubHTTPError, OfflineModeIsEnabled) as exc:
         raise UserError(f"could not load model '{display}': {short_reason(exc)}; {_LOAD_HINT}") from None
 
@@ -212,8 +210,6 @@ def _from_pretrained(
         try:
             model = model.to(torch_device)
         except _OOM:
-            raise UserError(
-                f"out of memory moving model '{display}' to {torch_device}; try --dtype bf16/fp16 or --device cpu"
-            ) from None
+            raise ModelOutOfMemory(display, str(torch_device)) from None
     model.eval()
     return model, tokenizer

@@ -69,12 +69,12 @@ def draw(inspection: Inspection, *, scores: bool = False, head: int | None = Non
     norm = LogNorm(SCORE_FLOOR, 1.0) if scores else Normalize(0.0, 1.0)
     shown = axes.imshow(np.ma.masked_invalid(image), aspect="auto", interpolation="nearest", cmap=cmap, norm=norm,
                         extent=(0, length, rows - 0.5, -0.5))
-    settings = inspection.report["settings"]
+    settings = inspection.report.settings
     who = f"KV head {head}" if head is not None else f"share of {inspection.num_heads} KV heads"
     what = "pooled score / its maximum before the window (log)" if scores else f"kept ({who})"
     figure.colorbar(shown, ax=axes, pad=0.01, fraction=0.03, label=what)
-    axes.set_title(f"{inspection.report['model']} · {inspection.report['method']} · budget "
-                   f"{settings['max_capacity_prompt']} of {length} tokens · window {settings['window_size']}"
+    axes.set_title(f"{inspection.report.model} · {inspection.report.method} · budget "
+                   f"{settings.max_capacity_prompt} of {length} tokens · window {settings.window_size}"
                    + (f" · {who}" if scores and head is not None else ""), fontsize=11, loc="left")
     axes.set_xlabel("prompt position")
     axes.set_ylabel("layer")

@@ -60,7 +60,7 @@ def page_data(inspection: Inspection, *, layer: int | None = None, head: int | N
         "heads": inspection.num_heads,
         "layers": layers,
         "initial": {"layer": "all" if layer is None else layer, "head": "all" if head is None else head},
-        "report": inspection.report,
+        "report": inspection.report.to_json(answer=False),
     }
 
 
@@ -132,14 +132,14 @@ def summary_html(inspection: Inspection) -> str:
 
 def header_html(inspection: Inspection) -> str:
     report = inspection.report
-    settings, cache = report["settings"], report["cache"]
-    meta = (f"{report.get('document', '')} · {report['model']} · {report['method']} · budget "
-            f"{settings['max_capacity_prompt']} · window {settings['window_size']} · {report['prompt_tokens']} "
-            f"prompt tokens · KV cache {cache['tokens_before']} → {cache['tokens_after']:g} tokens per head "
-            f"({cache['compression_ratio']:.2f}x)")
+    settings, cache = report.settings, report.cache
+    meta = (f"{report.document} · {report.model} · {report.method} · budget "
+            f"{settings.max_capacity_prompt} · window {settings.window_size} · {report.prompt_tokens} "
+            f"prompt tokens · KV cache {cache.tokens_before} → {cache.tokens_after:g} tokens per head "
+            f"({cache.compression_ratio:.2f}x)")
     parts = ["<h1>snapkv inspect</h1>"]
-    if report.get("question"):
-        parts.append(f"<p class=\"question\">Q: {html.escape(report['question'])}</p>")
+    if report.question:
+        parts.append(f"<p class=\"question\">Q: {html.escape(report.question)}</p>")
     if inspection.answer is not None:
         parts.append(f"<p class=\"question\">A: {html.escape(inspection.answer)}</p>")
     parts.append(f"<p class=\"meta\">{html.escape(meta)}</p>")
@@ -149,10 +149,10 @@ def header_html(inspection: Inspection) -> str:
 def render_chunks(inspection: Inspection, *, layer: int | None = None, head: int | None = None) -> Iterator[str]:
     """The page, piece by piece: the template's text with each ``<!--snapkv:NAME-->`` marker filled in."""
     fillers = {
-        "title": lambda: html.escape(f"snapkv inspect · {inspection.report.get('question', '')}"),
+        "title": lambda: html.escape(f"snapkv inspect · {inspection.report.question}"),
         "header": lambda: header_html(inspection),
         "summary": lambda: summary_html(inspection),
-        "report": lambda: report_html(inspection.report),
+        "report": lambda: report_html(inspection.report.to_json(answer=False)),
         "data": lambda: script_json(page_data(inspection, layer=layer, head=head)),
     }
     text = template()

@@ -74,16 +74,16 @@ def legend(inspection: Inspection, layer: int | None, head: int | None) -> Text:
 
 def header(inspection: Inspection) -> Text:
     report = inspection.report
-    settings, prompt, cache = report["settings"], report["prompt"], report["cache"]
+    settings, prompt, cache = report.settings, report.prompt, report.cache
     start, end = inspection.window
     text = Text()
     text.append("snapkv inspect", style="bold")
-    text.append(f"  {report['model']} · {report['method']} · budget {settings['max_capacity_prompt']} · "
+    text.append(f"  {report.model} · {report.method} · budget {settings.max_capacity_prompt} · "
                 f"window {end - start}\n")
-    text.append(f"prompt {report['prompt_tokens']} tokens = {prompt['document']} document + "
-                f"{prompt['template']} template + {prompt['question']} question\n")
-    text.append(f"KV cache {cache['tokens_before']} → {cache['tokens_after']:g} tokens per head "
-                f"({cache['compression_ratio']:.2f}x) over {len(inspection.layers)} layers x "
+    text.append(f"prompt {report.prompt_tokens} tokens = {prompt.document} document + "
+                f"{prompt.template} template + {prompt.question} question\n")
+    text.append(f"KV cache {cache.tokens_before} → {cache.tokens_after:g} tokens per head "
+                f"({cache.compression_ratio:.2f}x) over {len(inspection.layers)} layers x "
                 f"{inspection.num_heads} KV heads")
     return text
 

@@ -1,0 +1,103 @@
+"""``snapkv inspect DOC QUESTION``: which prompt tokens the compressed cache kept (same prefill and selection as
+``ask``), as a terminal view, JSON, a self-contained HTML page or a PNG heatmap."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .. import console
+from ..errors import OutOfRange, UserError
+from .app import app
+from .errors import fail_cleanly
+from .inputs import ARGUMENTS, document_and_questions
+from .options import Output, run_options
+
+
+@app.command()
+@fail_cleanly
+@run_options
+def inspect(
+    inputs: list[str] = typer.Argument(..., metavar=ARGUMENTS,
+                                       help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
+    answer: bool = typer.Option(False, "--answer", help="Also generate the answer (stdout, or \"answer\" in the JSON)."),
+    layer: Optional[int] = typer.Option(None, min=0, help="Show only this layer (terminal view; the HTML's first choice)."),
+    head: Optional[int] = typer.Option(None, min=0, help="Show only this KV head (terminal view, PNG; the HTML's first choice)."),
+    full: bool = typer.Option(False, "--full", help="Shade the whole prompt (paged on a terminal), not only the most-kept passages."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML view to this file."),
+    png: Optional[Path] = typer.Option(None, "--png", help="Write a layers x positions heatmap to this PNG file."),
+    png_scores: bool = typer.Option(False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
+    *,
+    options,
+    output: Output,
+) -> None:
+    """Show which document tokens the compressed cache kept (same prefill and selection as ask)."""
+    import sys
+
+    from rich.console import Console
+
+    from ..presenters import ProgressPresenter
+    from ..runner import Runner
+    from ..views.atomic import check_writable
+
+    document_path, questions = document_and_questions(inputs)
+    if len(questions) != 1:
+        raise UserError("inspect takes one question")
+    for path in (html, png):
+        if path is not None:
+            check_writable(path)
+    if png_scores and png is None:
+        raise UserError("--png-scores needs --png FILE")
+
+    from ..inspection import inspect_answer
+
+    presenter = ProgressPresenter(console.stderr, quiet=output.quiet)
+    runner = Runner(options, presenter)
+    try:
+        document = runner.read(document_path)
+        check_layer_and_head(runner.loaded.model.config, layer, head)
+        result = runner.answer(runner.open(document, questions=1), questions[0], total=1, generate=answer)
+        presenter.progress("Reading the cache...")
+        inspection = inspect_answer(result, runner.loaded.tokenizer, with_answer=answer)
+        inspection.check_selection(layer, head)
+        if html is not None:
+            from ..views.html import write_html
+
+            presenter.progress(f"Writing {html}...")
+            write_html(inspection, html, layer=layer, head=head)
+        if png is not None:
+            from ..views.heatmap import write_heatmap
+
+            presenter.progress(f"Writing {png}...")
+            write_heatmap(inspection, png, scores=png_scores, head=head)
+    finally:
+        presenter.close()
+    if output.as_json:
+        import json
+
+        sys.stdout.write(json.dumps(inspection.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    else:
+        if answer:
+            sys.stdout.write(inspection.answer + "\n")
+            sys.stdout.flush()
+        from ..views.terminal import render
+
+        render(inspection, Console(highlight=False), layer=layer, head=head, full=full)
+    if not output.quiet:
+        for path in (html, png):
+            if path is not None:
+                console.stderr.print(f"Wrote {path}", markup=False, highlight=False)
+
+
+def check_layer_and_head(config, layer: Optional[int], head: Optional[int]) -> None:
+    """Refuse a layer or KV head beyond the model before the prefill (the cache records confirm it after)."""
+    config = config.get_text_config()
+    layers = getattr(config, "num_hidden_layers", None)
+    heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", None)
+    if layer is not None and layers and layer >= layers:
+        raise OutOfRange("layer", layer, layers)
+    if head is not None and heads and head >= heads:
+        raise OutOfRange("head", head, heads)
