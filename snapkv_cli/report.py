@@ -52,7 +52,7 @@ class PromptInfo:
     question_tokens: int
     question_fits: bool
     truncated_document_tokens: int
-    template: str = "qa"  # the template used (a base model gets its completion variant, e.g. qa_base)
+    template_name: str = "qa"  # the template used (a base model gets its completion variant, e.g. qa_base)
     style: str = "chat"  # "chat" (the model's chat template) or "completion" (plain text ending in "Answer:")
 
 
@@ -230,7 +230,7 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
                               pooling=settings.pooling, gqa_aggregation=settings.gqa_aggregation),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,
-                          truncated_document_tokens=prompt.truncated_document_tokens, template=prompt.template,
+                          truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,
                           style=prompt.style),
         generated_tokens=len(result.generated_ids),
         cache=cache_info(cache),

@@ -379,13 +379,17 @@ def test_models_list(tmp_path):
     env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}
     result = runner.invoke(cli.app, ["models", "list"], env=env)
     assert result.exit_code == 0 and result.stderr == ""
-    name, state, path = result.stdout.rstrip("\n").split("\t")
-    assert name == dm.DEFAULT_MODEL_NAME and "not downloaded" in state
-    assert path.startswith(str(tmp_path / "cache"))
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["name", "parameters", "context", "licence", "cached", "size", "on", "disk"]
+    assert lines[1].split()[:4] == [dm.DEFAULT_MODEL_NAME, "(default)", "135M", "8,192"]
+    assert lines[2].split()[:3] == ["gemma3-270m", "270M", "32,768"] and "Gemma Terms of Use" in lines[2]
+    assert all(line.split()[-2:] == ["no", "-"] for line in lines[1:3])
     as_json = runner.invoke(cli.app, ["models", "list", "--json"], env=env)
     assert as_json.exit_code == 0
-    status = json.loads(as_json.stdout)
-    assert status["name"] == dm.DEFAULT_MODEL_NAME and status["present"] is False and status["path"] == path
+    rows = json.loads(as_json.stdout)
+    assert [row["name"] for row in rows] == [dm.DEFAULT_MODEL_NAME, "gemma3-270m"]
+    assert rows[0]["default"] and rows[0]["cached"] is False and rows[0]["path"].startswith(str(tmp_path / "cache"))
+    assert rows[1]["context"] == 32768 and rows[1]["instruction_tuned"] is False
 
 
 # --------------------------------------------------------------------------- bad input

@@ -120,6 +120,20 @@ def names() -> list[str]:
     return [entry.name for entry in ENTRIES]
 
 
+def catalogue_rows() -> list[dict[str, Any]]:
+    """``snapkv models list``: every built-in model's status, then the local GGUFs converted in the cache."""
+    from snapkv_cli.models import local_gguf
+
+    rows = [entry.status() for entry in ENTRIES]
+    for converted in local_gguf.cached_entries():
+        path = Path(converted["path"])
+        rows.append({"name": converted["name"], "display_name": converted["name"], "parameters": None,
+                     "context": None, "licence": None, "instruction_tuned": None, "default": False,
+                     "source": converted["source"], "path": str(path), "cached": True,
+                     "size_bytes": dir_size_bytes(path)})
+    return rows
+
+
 def longer_context_alternative(tokens_needed: int, current: str | None) -> tuple[str, int] | None:
     """The built-in model with the smallest context that still holds ``tokens_needed`` tokens (prompt and answer),
     other than ``current`` (a model name, alias or path); None when none does. Returned as (name, context)."""
