@@ -1,0 +1,83 @@
+"""The built-in model catalogue: names and aliases, the loader's routing, and the longer-context suggestion when a
+prompt does not fit (library attribute and the CLI's wording)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from snapkv_cli.cli.errors import message as cli_message
+from snapkv_cli.documents import Document, Page
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.errors import PromptTooLong
+from snapkv_cli.generation import GenerationOptions
+from snapkv_cli.models import catalog, default_model, gemma3
+from snapkv_cli.models.loader import load_model
+from snapkv_cli.pipeline import DocumentSession
+from snapkv_cli.prompting import load_template
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    (None, "smollm2-135m-instruct"), ("", "smollm2-135m-instruct"), ("default", "smollm2-135m-instruct"),
+    ("SmolLM2-135M-Instruct", "smollm2-135m-instruct"), ("gemma3-270m", "gemma3-270m"),
+    ("Gemma-3-270M", "gemma3-270m"), (" gemma3 ", "gemma3-270m"),
+    ("google/gemma-3-270m", None), ("./gemma3-270m", None), ("model.gguf", None),
+])
+def test_find(name, expected):
+    entry = catalog.find(name)
+    assert (entry.name if entry else None) == expected
+
+
+def test_entries_describe_the_models(tmp_path, monkeypatch):
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path))
+    smol, gemma = catalog.ENTRIES
+    assert catalog.DEFAULT == smol.name == default_model.DEFAULT_MODEL_NAME
+    assert (smol.context, smol.instruction_tuned, smol.licence) == (8192, True, "Apache-2.0")
+    assert (gemma.context, gemma.instruction_tuned, gemma.parameters) == (32768, False, "270M")
+    assert gemma.notice == gemma3.TERMS_NOTICE and "ai.google.dev/gemma/terms" in gemma.notice
+    status = gemma.status()
+    assert status["cached"] is False and status["size_bytes"] == 0
+    assert status["path"] == str(tmp_path / "models" / "gemma3-270m")
+
+
+@pytest.mark.parametrize(("tokens", "current", "expected"), [
+    (24_311 + 256, "smollm2-135m-instruct", ("gemma3-270m", 32768)),
+    (9_000, None, ("gemma3-270m", 32768)),  # None is the default model
+    (3_000, "some/other-model", ("smollm2-135m-instruct", 8192)),  # the smallest context that holds it
+    (40_000, "smollm2", None),  # no built-in model holds it
+    (30_000, "gemma3-270m", None),  # never the model that just failed
+])
+def test_longer_context_alternative(tokens, current, expected):
+    assert catalog.longer_context_alternative(tokens, current) == expected
+
+
+def test_loader_routes_catalogue_names(tiny_model_path, monkeypatch):
+    fetched: list[str] = []
+    monkeypatch.setattr(gemma3, "ensure", lambda progress=None: fetched.append("gemma") or Path(tiny_model_path))
+    loaded = load_model("gemma3-270m", device="cpu")
+    assert fetched == ["gemma"] and loaded.name == "gemma3-270m" and loaded.source == tiny_model_path
+    assert loaded.base_model is True  # the catalogue says it is not instruction-tuned, whatever its tokenizer has
+
+
+def test_too_long_prompt_names_the_longer_context_model(tiny_model_path):
+    """A document that overflows a model's context but fits Gemma's 32k: the error suggests it."""
+    loaded = load_model(tiny_model_path, device="cpu")
+    loaded.name = "smollm2-135m-instruct"  # pretend the tiny model is the default one
+    context = loaded.model.config.max_position_embeddings  # 4096
+    notes = (Path(__file__).parent.parent / "examples" / "field_notes.txt").read_text(encoding="utf-8")
+    text = notes
+    while len(loaded.tokenizer(text)["input_ids"]) < 1.5 * context:  # longer than this context, far below 32k
+        text += "\n\n" + notes
+    document = Document("long.txt", "text", (Page(1, text),))
+    session = DocumentSession(loaded, document, CompressionSettings(), load_template("qa"),
+                              generation=GenerationOptions(max_new_tokens=64), share_prefix=False)
+    with pytest.raises(PromptTooLong) as info:
+        session.build_prompt("What is the last word?")
+    error = info.value
+    assert error.limit == context - 64 and error.context == context and error.model == "smollm2-135m-instruct"
+    assert error.tokens > error.limit
+    assert error.alternative == ("gemma3-270m", 32768)
+    text = cli_message(error)
+    assert f"{error.tokens} tokens" in text and f"smollm2-135m-instruct holds {context}" in text
+    assert text.endswith("try --model gemma3-270m (32k) or --truncate middle")
