@@ -15,7 +15,7 @@ from .documents import Document
 from .engine import POLICIES, CompressionSettings, check_supported
 from .errors import BudgetTooSmall, PromptTooLong, UserError
 from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
-from .models.catalog import longer_context_alternative
+from .models.catalog import default_prefill_chunk, longer_context_alternative
 from .models.loader import LoadedModel, torch_dtype_name
 from .prompting import Prompt, Template, build_prompt
 from .report import DocCacheInfo, PrefixInfo, Report, build_report
@@ -72,6 +72,8 @@ class DocumentSession:
         self.loaded, self.document, self.settings, self.template = loaded, document, settings, template
         if loaded.base_model and not generation.stop_strings:  # a base model does not end its answers itself
             generation = replace(generation, stop_strings=BASE_MODEL_STOP.strings)
+        if generation.prefill_chunk is None:  # the model's measured default (sliding-window models: chunks)
+            generation = replace(generation, prefill_chunk=default_prefill_chunk(loaded.name, loaded.model.config))
         self.generation, self.truncate, self.doc_cache = generation, truncate, doc_cache
         self.share_prefix = share_prefix or doc_cache is not None
         self.on_progress = on_progress or (lambda _message: None)

@@ -81,3 +81,24 @@ def test_too_long_prompt_names_the_longer_context_model(tiny_model_path):
     text = cli_message(error)
     assert f"{error.tokens} tokens" in text and f"smollm2-135m-instruct holds {context}" in text
     assert text.endswith("try --model gemma3-270m (32k) or --truncate middle")
+
+
+def test_default_prefill_chunk_per_model():
+    from tiny_models import FAMILY_CONFIGS
+
+    assert catalog.default_prefill_chunk("gemma3-270m", None) == catalog.by_name("gemma3-270m").prefill_chunk > 0
+    assert catalog.default_prefill_chunk("smollm2", None) is None  # one pass: chunks raised its peak at 8k
+    assert catalog.default_prefill_chunk("/some/gemma", FAMILY_CONFIGS["gemma3_text"]()) == \
+        catalog.SLIDING_PREFILL_CHUNK  # sliding-window layers: the dense sliding mask is bounded by chunks
+    assert catalog.default_prefill_chunk("/some/llama", FAMILY_CONFIGS["llama"]()) is None
+
+
+def test_session_applies_the_default_chunk_unless_one_is_given(tiny_model_path):
+    loaded = load_model(tiny_model_path, device="cpu")
+    document = Document("d.txt", "text", (Page(1, "The keeper is Duncan Hale."),))
+    loaded.name = "gemma3-270m"  # pretend: the catalogue's default applies by name
+    session = DocumentSession(loaded, document, CompressionSettings(), load_template("qa"))
+    assert session.generation.prefill_chunk == catalog.by_name("gemma3-270m").prefill_chunk
+    given = DocumentSession(loaded, document, CompressionSettings(), load_template("qa"),
+                            generation=GenerationOptions(prefill_chunk=300))
+    assert given.generation.prefill_chunk == 300

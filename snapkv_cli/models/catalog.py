@@ -26,7 +26,9 @@ class CatalogEntry:
 
     name: the canonical name (``--model``); aliases: other accepted names; parameters: as its makers count them;
     context: tokens of context (prompt and answer); instruction_tuned: False for a base model, which gets a
-    completion-style prompt and a stop rule; licence: its licence's name; notice: terms shown when it is fetched.
+    completion-style prompt and a stop rule; licence: its licence's name; notice: terms shown when it is fetched;
+    prefill_chunk: the prefill chunk used when none is asked for (None: one pass), chosen by measurement
+    (docs/long_documents.md).
     """
 
     name: str
@@ -41,6 +43,7 @@ class CatalogEntry:
     complete: Callable[[Path], bool]
     fetch: Callable[[Progress | None], Path]
     notice: str | None = None
+    prefill_chunk: int | None = None
 
     def matches(self, name: str) -> bool:
         key = name.strip().lower()
@@ -101,6 +104,7 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         complete=gemma3.is_complete,
         fetch=lambda progress=None: gemma3.ensure(progress=progress),
         notice=gemma3.TERMS_NOTICE,
+        prefill_chunk=2048,
     ),
 )
 
@@ -132,6 +136,25 @@ def catalogue_rows() -> list[dict[str, Any]]:
                      "source": converted["source"], "path": str(path), "cached": True,
                      "size_bytes": dir_size_bytes(path)})
     return rows
+
+
+# Models with sliding-window layers get transformers' dense (prompt x prompt) sliding mask in a one-pass prefill,
+# which SDPA turns into a float mask: 5 bytes per entry (5 GB at 32k tokens). Chunks bound it to chunk x (chunk +
+# window). Measured on gemma3-270m (docs/long_documents.md); used for any model with sliding layers.
+SLIDING_PREFILL_CHUNK = 2048
+
+
+def default_prefill_chunk(name: str | None, config) -> int | None:
+    """The prefill chunk for a model when the user sets none: the built-in model's measured value, else
+    :data:`SLIDING_PREFILL_CHUNK` for a model with sliding-window layers, else None (one pass)."""
+    entry = find(name)
+    if entry is not None:
+        return entry.prefill_chunk
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text, "layer_types", None) or []
+    if any(kind == "sliding_attention" for kind in layer_types):
+        return SLIDING_PREFILL_CHUNK
+    return None
 
 
 def longer_context_alternative(tokens_needed: int, current: str | None) -> tuple[str, int] | None:
