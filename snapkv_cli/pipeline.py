@@ -8,8 +8,8 @@ one-question shortcuts for library users and tests.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from .documents import Document
 from .engine import POLICIES, CompressionSettings, check_supported

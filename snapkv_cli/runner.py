@@ -8,12 +8,11 @@ questions they feed it and the presenter they give it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .documents import Document, load_document
 from .engine import CompressionSettings
-from .errors import UserError
 from .generation import GenerationOptions
 from .pipeline import Answer, DocumentSession
 from .presenters import Presenter
@@ -106,9 +105,3 @@ class Runner:
         finally:
             self.presenter.close()
 
-
-def check_question(question: str) -> str:
-    """``question`` stripped; an empty one is a user error."""
-    if not question.strip():
-        raise UserError("the question is empty: give some text to ask")
-    return question.strip()

@@ -16,17 +16,18 @@ from pathlib import Path
 
 import pypdf
 import pytest
-from example_writer import make_examples
 import rich.console
 import torch
 from typer.testing import CliRunner
 
 import snapkv_cli
-import snapkv_cli.console
 import snapkv_cli.cli as cli
+import snapkv_cli.console
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
+from tests.example_writer import make_examples
+from tests.helpers import assert_user_error
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -50,12 +51,6 @@ PDF_PAGES = [
 runner = CliRunner()
 
 
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", dm.WHEEL_ENV):
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="module")
@@ -110,18 +105,6 @@ def ask_json(*args: str, **kwargs) -> dict:
     assert result.stderr == ""
     assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
     return json.loads(result.stdout)
-
-
-def assert_user_error(result, *fragments: str, code: int = 1) -> str:
-    """One ``Error: ...`` line on stderr naming the fix, nothing on stdout, no traceback."""
-    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    assert result.stderr.startswith("Error: ") and result.stderr.endswith("\n")
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in result.stderr, (fragment, result.stderr)
-    return result.stderr
 
 
 def squash(text: str) -> str:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pypdf
 import pytest
-from example_writer import make_examples
 
 from snapkv_cli.documents import (
     Document,
@@ -22,6 +21,7 @@ from snapkv_cli.documents import (
     parse_page_spec,
 )
 from snapkv_cli.errors import UserError
+from tests.example_writer import make_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

@@ -13,8 +13,15 @@ import os
 import typer
 
 from .. import console
-from ..errors import (BudgetTooSmall, DeviceUnavailable, InvalidValue, ModelOutOfMemory, OutOfRange, PromptTooLong,
-                      UserError)
+from ..errors import (
+    BudgetTooSmall,
+    DeviceUnavailable,
+    InvalidValue,
+    ModelOutOfMemory,
+    OutOfRange,
+    PromptTooLong,
+    UserError,
+)
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 
