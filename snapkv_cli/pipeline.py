@@ -154,12 +154,12 @@ class DocumentSession:
         key = None
         if self.doc_cache is not None:
             key = disk.prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
-                                  self.attention_sums)
+                                  self.attention_sums, prefill_chunk=self.chunk_size)
             self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
             lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
             status.update(status=lookup.status, reason=lookup.reason, path=str(lookup.path))
             if lookup.cache is not None:
-                status["bytes"] = lookup.path.stat().st_size if lookup.path.exists() else None
+                status["bytes"] = lookup.bytes
                 return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds, status)
         self.on_progress(f"Reading the document: {len(prefix_ids)} tokens...")
         synchronize(self.loaded.device)
