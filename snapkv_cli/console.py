@@ -7,12 +7,30 @@ import os
 
 import typer
 from rich.console import Console
+from rich.status import Status
+from rich.text import Text
 
 from .errors import UserError
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 
-stderr = Console(stderr=True, highlight=False)
+class PlainStatus(Status):
+    """A spinner whose messages are plain text: progress names paths and models, which may look like Rich markup
+    (``--model './models/my[/]model'``)."""
+
+    def __init__(self, status, **options):
+        super().__init__(Text(status) if isinstance(status, str) else status, **options)
+
+    def update(self, status=None, **options) -> None:
+        super().update(Text(status) if isinstance(status, str) else status, **options)
+
+
+class _Console(Console):
+    def status(self, status, **options) -> PlainStatus:
+        return PlainStatus(status, console=self, **options)
+
+
+stderr = _Console(stderr=True, highlight=False)
 
 
 def fail_cleanly(command):

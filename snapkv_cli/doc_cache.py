@@ -281,7 +281,7 @@ class Entry:
         counts = {name: key.get(name) if type(key.get(name)) is int else None
                   for name in ("prefix_tokens", "window_size")}
         return {
-            "file": _printable(self.path.name),
+            "file": os.fsencode(self.path.name).decode("utf-8", "backslashreplace"),
             "bytes": self.bytes,
             "last_used": self.last_used,
             "created": created if created is not None and math.isfinite(created) else None,

@@ -44,8 +44,11 @@ class TemplateTooLong(UserError):
                          "use a shorter question")
 
 
-class BudgetTooSmall(UserError):
-    """A budget that keeps no more than the observation window (a fraction of a short prompt, say)."""
+class BudgetTooSmall(UserError, ValueError):
+    """A budget that keeps no more than the observation window (a fraction of a short prompt, say).
+
+    Also a ``ValueError``: the library's settings raise ValueError for bad values, and callers may catch either.
+    """
 
     def __init__(self, budget, tokens: int, window_size: int, prompt_tokens: int | None = None):
         self.budget, self.tokens, self.window_size, self.prompt_tokens = budget, tokens, window_size, prompt_tokens

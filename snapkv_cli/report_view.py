@@ -29,7 +29,7 @@ def render_report(report: dict, console: Console) -> None:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
-    table.add_row("model", f"{report['model']}  ({report['device']}, {report['dtype']})")
+    table.add_row("model", Text(f"{report['model']}  ({report['device']}, {report['dtype']})"))  # no markup
     table.add_row("prompt", f"{report['prompt_tokens']} tokens = {prompt['document']} document + "
                             f"{prompt['template']} template + {prompt['question']} question")
     window = f"{prompt['window_size']} tokens, {prompt['question_tokens_in_window']} of them question"

@@ -470,7 +470,7 @@ def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
 
 def test_too_short_fraction_budget(docs, tiny_model_path):
     assert_user_error(ask(docs["long.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.001"),
-                      "budget fraction 0.001", "raise the budget or shrink the window")
+                      "budget 0.001 of a", "raise the budget or shrink the window")
 
 
 def test_debug_lets_the_exception_propagate(docs, tiny_model_path):
