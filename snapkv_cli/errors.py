@@ -126,5 +126,5 @@ class FileNameTooLong(UserError):
     def __init__(self, source: str, name_bytes: int):
         self.source, self.name_bytes = source, name_bytes
         shown = source if len(source) <= 60 else source[:57] + "..."
-        super().__init__(f"cannot open '{shown}': a file name of {name_bytes} bytes is too long for the "
-                         "file system (at most 255 per name); rename the file")
+        super().__init__(f"a file name in '{shown}' has {name_bytes} bytes, too long for the file system "
+                         "(at most 255 per name): use a shorter name")

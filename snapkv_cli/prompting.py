@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .documents import Document
 from .errors import UserError
+from .paths import refuse_overlong
 
 DEFAULT_TEMPLATE = "qa"
 _DOC_MARK, _QUESTION_MARK = "\uE000DOCUMENT\uE000", "\uE000QUESTION\uE000"
@@ -35,6 +36,7 @@ def load_template(name_or_path: str | None = None) -> Template:
     """A template by name (a file in ``prompts/``) or by path."""
     name_or_path = name_or_path or DEFAULT_TEMPLATE
     path = Path(name_or_path).expanduser()
+    refuse_overlong(path)
     if path.suffix == ".txt" or path.exists():
         if not path.is_file():
             raise UserError(f"template file not found: {name_or_path}")

@@ -337,9 +337,9 @@ def _convert(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
     return {"transformers_version": transformers.__version__, "torch_version": torch.__version__, "dtype": "float32"}
 
 
-def _cache_write_error(where: Path, exc: OSError) -> UserError:
+def _cache_write_error(where: Path, exc: Exception) -> UserError:
     return UserError(
-        f"could not write the model cache in {where}: {exc.strerror or exc}; "
+        f"could not write the model cache in {where}: {getattr(exc, 'strerror', None) or exc}; "
         "free some disk space (about 800 MB needed) or set SNAPKV_CACHE_DIR to another directory"
     )
 

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from ..errors import UserError
+from ..paths import refuse_overlong
 
 
 def check_writable(path: str | os.PathLike) -> Path:
     """Fail early, with the fix, when ``path`` cannot be written (before the model runs)."""
     path = Path(path)
+    refuse_overlong(path)
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory; give a file name")
