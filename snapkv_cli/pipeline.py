@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from .documents import Document
 from .engine import POLICIES, CompressionSettings, check_supported
-from .errors import BudgetTooSmall, UserError
+from .errors import UserError
 from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
 from .models.loader import LoadedModel, torch_dtype_name
 from .prompting import Prompt, Template, build_prompt
@@ -81,12 +81,7 @@ class DocumentSession:
         prompt = build_prompt(self.loaded.tokenizer, self.document, question, self.template,
                               max_tokens=context_length(self.loaded) - self.generation.max_new_tokens,
                               truncate=self.truncate)
-        if settings.is_fraction:  # a fraction too small for this prompt fails before the prefill
-            try:
-                settings.capacity_for(prompt.length)
-            except ValueError:
-                raise BudgetTooSmall(settings.max_capacity_prompt, int(settings.max_capacity_prompt * prompt.length),
-                                     settings.window_size, prompt.length) from None
+        settings.capacity_for(prompt.length)  # a fraction too small for this prompt fails before the prefill
         return prompt
 
     # -- the shared prefix -------------------------------------------------------------------------------------
@@ -111,13 +106,13 @@ class DocumentSession:
         key = None
         if self.doc_cache is not None:
             key = disk.prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
-                                  self._accumulates_attention())
+                                  self._accumulates_attention(), prefill_chunk=self.generation.prefill_chunk)
             self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
             lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
             status = replace(status, status=lookup.status, reason=lookup.reason, path=str(lookup.path))
             if lookup.cache is not None:
-                size = lookup.path.stat().st_size if lookup.path.exists() else None
-                return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds, replace(status, bytes=size))
+                return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds,
+                                    replace(status, bytes=lookup.bytes))
         self.on_progress(f"Reading the document: {len(prefix_ids)} tokens...")
         synchronize(self.loaded.device)
         started = time.perf_counter()

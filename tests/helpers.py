@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # Environment variables that would change what a run does; cleared before every test (conftest.clean_env).
 RUN_ENVIRONMENT = ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_PREFILL_CHUNK", "SNAPKV_CACHE_DOCS",
-                   "SNAPKV_DOC_CACHE_MB", "SNAPKV_DEFAULT_MODEL_WHEEL")
+                   "SNAPKV_DOC_CACHE_MB", "SNAPKV_DEFAULT_MODEL_WHEEL", "SNAPKV_MAX_DOCUMENT_MB")
 
 
 class DigitTokenizer:

@@ -76,7 +76,7 @@ def docs(tmp_path_factory) -> dict[str, str]:
         "truncated.pdf": pdf[: len(pdf) // 2],
         "damaged.pdf": b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n",
         "blob.bin": b"\x00\x01\x02binary",
-        "blob": b"\xff\xfe\x00x",
+        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # a UTF-16 BOM would now be read as text
     }
     paths = {}
     for name, data in files.items():
@@ -406,6 +406,8 @@ def test_models_list(tmp_path):
     ("notes.txt", QUESTION, ["--template", "nope"], ["unknown template 'nope'", "qa", "summary"]),
     ("notes.txt", QUESTION, ["--template", "/no/such/template.txt"], ["template file not found"]),
     ("notes.txt", QUESTION, ["--truncate", "both"], ["--truncate must be one of middle, start, end"]),
+    ("long.txt", QUESTION, ["--max-document-mb", "0.001"], ["over the 1.0 KB limit for documents",
+                                                            "--max-document-mb", "SNAPKV_MAX_DOCUMENT_MB"]),
     ("notes.txt", QUESTION, ["--dtype", "int3"], ["unknown dtype 'int3'", "float32"]),
     ("notes.txt", QUESTION, ["--device", "tpu"], ["unknown device 'tpu'", "cpu"]),
 ])
@@ -454,7 +456,7 @@ def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
 
 def test_too_short_fraction_budget(docs, tiny_model_path):
     assert_user_error(ask(docs["long.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.001"),
-                      "budget fraction 0.001", "raise the budget or shrink the window")
+                      "budget fraction 0.001 of a", "raise the budget or shrink the window")
 
 
 def test_debug_lets_the_exception_propagate(docs, tiny_model_path):

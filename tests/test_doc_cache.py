@@ -211,7 +211,7 @@ def _rewrite(path, change):
 
     tensors, metadata = disk._read(path)
     change(tensors, metadata)
-    metadata["checksum"] = disk._checksum(tensors)
+    metadata["checksum"] = disk.DocCache(path.parent).signature(tensors, metadata)
     save_file(tensors, str(path), metadata=metadata)
 
 

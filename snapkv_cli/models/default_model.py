@@ -308,10 +308,12 @@ def _convert(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     model.eval()
     strip_gguf_quantizer(model)
+    from safetensors import SafetensorError
+
     try:
         model.save_pretrained(str(out_dir), safe_serialization=True)
         tokenizer.save_pretrained(str(out_dir))
-    except OSError as exc:
+    except (OSError, SafetensorError) as exc:  # a full disk reaches us as SafetensorError from the weights' writer
         raise _cache_write_error(out_dir.parent, exc) from None
 
     say("Checking the converted model...")
@@ -335,9 +337,9 @@ def _convert(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
     return {"transformers_version": transformers.__version__, "torch_version": torch.__version__, "dtype": "float32"}
 
 
-def _cache_write_error(where: Path, exc: OSError) -> UserError:
+def _cache_write_error(where: Path, exc: Exception) -> UserError:
     return UserError(
-        f"could not write the model cache in {where}: {exc.strerror or exc}; "
+        f"could not write the model cache in {where}: {getattr(exc, 'strerror', None) or exc}; "
         "free some disk space (about 800 MB needed) or set SNAPKV_CACHE_DIR to another directory"
     )
 

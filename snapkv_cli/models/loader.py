@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
+from snapkv_cli.paths import refuse_overlong
 from snapkv_cli.models.default_model import DEFAULT_MODEL_NAME, ensure_default_model, is_default_model_name
 from snapkv_cli.models.hf_utils import (
     no_gguf_progress_bar,
@@ -127,6 +128,7 @@ def load_model(
         raw = name.strip()
         display = raw
         path = Path(raw).expanduser()
+        refuse_overlong(path)
         if raw.lower().endswith(".gguf"):
             if not path.is_file():
                 raise UserError(f"model path not found: {raw}; pass an existing .gguf file")
