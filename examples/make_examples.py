@@ -13,8 +13,8 @@ byte-for-byte reproducible. Run it from anywhere:
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 PAGE_WIDTH, PAGE_HEIGHT = 612, 792  # US Letter, in points
 MARGIN = 72

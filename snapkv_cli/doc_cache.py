@@ -1,18 +1,25 @@
 """The on-disk cache of prefilled documents: a prompt prefix's full KV, so a later question skips the prefill.
 
-One entry is one safetensors file under ``cache_root()/docs`` (or ``$SNAPKV_DOC_CACHE_DIR``), named by a hash of its
-key: the model (name, source, config, revision, weight files, dtype, device type, attention implementation, library
-versions), the template, the prefix token ids (which cover the document, the pages and any truncation), the window
-and whether attention sums are kept, and :data:`FORMAT_VERSION`. It holds, per layer, the uncompressed keys and
-values, the last ``window`` queries and their positions (so each question's observation window can reach back into
-the prefix) and, for H2O, the attention sums; plus the prefix token ids themselves.
+One entry is one safetensors file under ``cache_root()/docs`` (or ``$SNAPKV_DOC_CACHE_DIR``), named by a keyed hash
+(HMAC-SHA256 under the directory's secret, :mod:`snapkv_cli.cache_secret`) of its key: the model (name, source,
+config, revision, weight files, dtype, device type, attention implementation, library versions), the template, the
+prefix token ids (which cover the document, the pages and any truncation), the window, whether attention sums are
+kept, the prefill chunk size, and :data:`FORMAT_VERSION`. It holds, per layer, the uncompressed keys and values, the
+last ``window`` queries and their positions (so each question's observation window can reach back into the prefix)
+and, for H2O, the attention sums; plus the prefix token ids themselves.
 
 Tensors are stored in the model's own dtype, so a prefix loaded from disk is bit for bit the prefix a fresh prefill
-builds. An entry is trusted only if its header parses, its metadata matches the expected key exactly, every tensor
-has the expected name, dtype and shape, its token ids equal the prompt's, and a SHA-256 of all tensor bytes matches
-the one written with it; anything else is reported, deleted and rebuilt. Files are written to a temporary name and
-renamed into place (``os.replace``), so readers never see half a file. The directory is capped in size; the least
-recently used entries (file modification time, refreshed on every use) are evicted first.
+builds. An entry is read through one open file (:mod:`snapkv_cli.tensor_file`) and trusted only if its header
+parses, its metadata matches the expected key exactly, every tensor has the name, shape and dtype the model's config
+implies (:mod:`snapkv_cli.prefix_layout`), its token ids equal the prompt's, and an HMAC of the key and all tensor
+bytes matches the one written with it; anything else is reported and rebuilt, and the file is deleted only if it is
+still the very file that failed. Files are written to a temporary name and renamed into place (``os.replace``), so
+readers never see half a file. The directory is capped in size; the least recently used entries (file modification
+time, refreshed on every use) are evicted first. Renames into place, evictions and deletions of bad entries take
+the directory's lock (``flock``), so no process deletes a file another has just written.
+
+The cache is an optimisation: :meth:`DocCache.load` and :meth:`DocCache.store` never raise; whatever goes wrong
+(a damaged file, a full disk, a read-only directory) becomes a miss or "not stored", with the reason.
 """
 
 from __future__ import annotations
@@ -20,20 +27,27 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cache_secret import SecretUnavailable, keyed_digest, load_secret
+from .prefix_layout import PrefixLayoutMismatch, check_prefix_tensors, expected_prefix_layout
+from .tensor_file import BadTensorFile, read_metadata, read_tensors
+
 FORMAT_NAME = "snapkv-doc-cache"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: HMAC names and signatures, tensors checked against the config, the prefill chunk keyed
 DOC_CACHE_DIR_ENV = "SNAPKV_DOC_CACHE_DIR"
 DOC_CACHE_ENV = "SNAPKV_CACHE_DOCS"
 DOC_CACHE_MB_ENV = "SNAPKV_DOC_CACHE_MB"
 DEFAULT_CAP_MB = 2048
 SUFFIX = ".safetensors"
 _TEMP_PREFIX = ".tmp-"
+_LOCK_NAME = ".lock"
 _STALE_TEMP_S = 3600.0
 
 
@@ -105,8 +119,14 @@ def template_key(template) -> dict:
     return {"name": template.name, "sha256": _sha256(json.dumps([template.system, template.user]))}
 
 
-def prefix_key(loaded, template, prefix_ids: list[int], window_size: int, attention_sums: bool) -> dict:
-    """The full key of one prefix; its hash names the file, and the file's metadata must equal it."""
+def prefix_key(loaded, template, prefix_ids: list[int], window_size: int, attention_sums: bool,
+               prefill_chunk: int | None = None) -> dict:
+    """The full key of one prefix; its keyed hash names the file, and the file's metadata must equal it.
+
+    ``prefill_chunk`` is part of it: a prefix prefilled in chunks differs from a one-pass prefill in the last bits
+    (the matrices have other shapes), so each is its own entry; a chunk as long as the prefix is one pass.
+    """
+    chunk = prefill_chunk if prefill_chunk and prefill_chunk < len(prefix_ids) else None
     return {
         "format_version": FORMAT_VERSION,
         "model": model_key(loaded),
@@ -115,35 +135,32 @@ def prefix_key(loaded, template, prefix_ids: list[int], window_size: int, attent
         "prefix_ids_sha256": ids_digest(prefix_ids),
         "window_size": window_size,
         "attention_sums": attention_sums,
+        "prefill_chunk": chunk,
     }
 
 
+def key_text(key: dict) -> str:
+    return json.dumps(key, sort_keys=True)
+
+
 def key_digest(key: dict) -> str:
-    return _sha256(json.dumps(key, sort_keys=True))[:40]
+    """An unkeyed digest of ``key`` (its identity); file names use :meth:`DocCache.path_for`, keyed."""
+    return _sha256(key_text(key))[:40]
 
 
 # --------------------------------------------------------------------------------------------- tensors
 
 
-def _tensor_names(num_layers: int, attention_sums: bool) -> list[str]:
-    names = ["prefix_ids"]
-    for index in range(num_layers):
-        names += [f"layers.{index}.{part}" for part in ("keys", "values", "window_queries", "window_positions")]
-        if attention_sums:
-            names.append(f"layers.{index}.accumulated_attention")
-    return names
-
-
-def _checksum(tensors: dict) -> str:
-    """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+def _signature(secret: bytes, key: str, tensors: dict) -> str:
+    """HMAC-SHA256 under ``secret`` of the key text and every tensor's name, dtype, shape and bytes, in name order."""
     import torch
 
-    digest = hashlib.sha256()
+    mac = keyed_digest(secret, FORMAT_NAME, key)
     for name in sorted(tensors):
         tensor = tensors[name].contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{list(tensor.shape)}|".encode())
-        digest.update(memoryview(tensor.reshape(-1).view(torch.uint8).numpy()))
-    return digest.hexdigest()
+        mac.update(f"{name}|{tensor.dtype}|{list(tensor.shape)}|".encode())
+        mac.update(memoryview(tensor.reshape(-1).view(torch.uint8).numpy()))
+    return mac.hexdigest()
 
 
 def export_prefix(cache, prefix_ids: list[int]) -> dict:
@@ -181,47 +198,46 @@ class CorruptEntry(Exception):
     """A cache file that fails validation: it is deleted and rebuilt."""
 
 
-def _validate(tensors: dict, metadata: dict, key: dict, prefix_ids: list[int], model) -> None:
+def _validate(tensors: dict, metadata: dict, key: dict, prefix_ids: list[int], model, secret: bytes) -> None:
+    """Raise :class:`CorruptEntry` unless the entry is exactly the prefix ``key`` names, for ``model``."""
     import torch
 
     if metadata.get("format") != FORMAT_NAME or metadata.get("format_version") != str(FORMAT_VERSION):
         raise CorruptEntry("not a snapkv document cache file of this version")
     try:
         stored_key = json.loads(metadata.get("key", ""))
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         raise CorruptEntry("unreadable key in the metadata") from None
     if stored_key != key:
         raise CorruptEntry("metadata does not match this model, template or document")
-    config = model.config.get_text_config()
-    num_layers = config.num_hidden_layers
-    attention_sums = key["attention_sums"]
-    if sorted(tensors) != sorted(_tensor_names(num_layers, attention_sums)):
-        raise CorruptEntry("unexpected tensor names")
+    layout = expected_prefix_layout(model.config, model.dtype, len(prefix_ids), key["window_size"],
+                                    key["attention_sums"])
+    try:
+        check_prefix_tensors(tensors, layout)
+    except PrefixLayoutMismatch as error:
+        raise CorruptEntry(str(error)) from None
     if tensors["prefix_ids"].tolist() != list(prefix_ids):
         raise CorruptEntry("stored token ids differ from the prompt's")
-    length, window = len(prefix_ids), min(key["window_size"], len(prefix_ids))
-    kv_heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    dtype = model.dtype
-    expected_positions = torch.arange(length - window, length)
-    for index in range(num_layers):
-        keys, values = tensors[f"layers.{index}.keys"], tensors[f"layers.{index}.values"]
-        queries = tensors[f"layers.{index}.window_queries"]
-        positions = tensors[f"layers.{index}.window_positions"]
-        if keys.dim() != 4 or keys.shape[:3] != (1, kv_heads, length) or values.shape[:3] != keys.shape[:3]:
-            raise CorruptEntry(f"layer {index}: keys/values of shape {tuple(keys.shape)}/{tuple(values.shape)}, "
-                               f"expected (1, {kv_heads}, {length}, head_dim)")
-        if keys.dtype != dtype or values.dtype != dtype or queries.dtype != dtype:
-            raise CorruptEntry(f"layer {index}: dtype {keys.dtype}, expected {dtype}")
-        if queries.dim() != 4 or queries.shape[0] != 1 or queries.shape[2] != window:
-            raise CorruptEntry(f"layer {index}: window queries of shape {tuple(queries.shape)}")
-        if not torch.equal(positions.cpu(), expected_positions):
-            raise CorruptEntry(f"layer {index}: wrong window positions")
-        if attention_sums:
-            sums = tensors[f"layers.{index}.accumulated_attention"]
-            if sums.dim() != 4 or sums.shape[:2] != (1, kv_heads) or sums.shape[-1] != length:
-                raise CorruptEntry(f"layer {index}: attention sums of shape {tuple(sums.shape)}")
-    if _checksum(tensors) != metadata.get("checksum"):
-        raise CorruptEntry("checksum mismatch (the file changed after it was written)")
+    length = len(prefix_ids)
+    expected_positions = torch.arange(length - min(key["window_size"], length), length)
+    for name, tensor in tensors.items():
+        if name.endswith(".window_positions") and not torch.equal(tensor, expected_positions):
+            raise CorruptEntry(f"layer {name.split('.')[1]}: wrong window positions")
+    if not _same_digest(_signature(secret, metadata["key"], tensors), metadata.get("checksum", "")):
+        raise CorruptEntry("checksum mismatch (the file changed after it was written, or another key signed it)")
+
+
+def _same_digest(expected: str, given: str) -> bool:
+    import hmac
+
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "replace"))
+
+
+def _printable(text) -> str | None:
+    """``text`` if it is a string, made safe to print and store (lone surrogates and the like escaped)."""
+    if not isinstance(text, str):
+        return None
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --------------------------------------------------------------------------------------------- the cache
@@ -237,20 +253,28 @@ class Entry:
     metadata: dict
 
     def describe(self) -> dict:
+        """What ``snapkv cache list`` shows; a file with junk metadata shows as unreadable, never fails."""
         key = {}
-        with contextlib.suppress(json.JSONDecodeError, TypeError):
+        with contextlib.suppress(ValueError, TypeError, RecursionError):
             key = json.loads(self.metadata.get("key", "{}"))
+        key = key if isinstance(key, dict) else {}
+        model = key.get("model") if isinstance(key.get("model"), dict) else {}
+        template = key.get("template") if isinstance(key.get("template"), dict) else {}
+        created = None
+        with contextlib.suppress(ValueError, TypeError):
+            created = float(self.metadata.get("created"))
+        counts = {name: key.get(name) if type(key.get(name)) is int else None
+                  for name in ("prefix_tokens", "window_size")}
         return {
-            "file": self.path.name,
+            "file": os.fsencode(self.path.name).decode("utf-8", "backslashreplace"),
             "bytes": self.bytes,
             "last_used": self.last_used,
-            "created": float(self.metadata["created"]) if self.metadata.get("created") else None,
-            "document": self.metadata.get("document"),
-            "model": key.get("model", {}).get("name"),
-            "dtype": key.get("model", {}).get("dtype"),
-            "template": key.get("template", {}).get("name"),
-            "prefix_tokens": key.get("prefix_tokens"),
-            "window_size": key.get("window_size"),
+            "created": created if created is not None and math.isfinite(created) else None,
+            "document": _printable(self.metadata.get("document")),
+            "model": _printable(model.get("name")),
+            "dtype": _printable(model.get("dtype")),
+            "template": _printable(template.get("name")),
+            **counts,
             "valid_header": bool(key),
         }
 
@@ -264,6 +288,7 @@ class Lookup:
     reason: str | None = None
     cache: object | None = None
     seconds: float = 0.0
+    bytes: int | None = None  # the size of the file that was loaded (a hit)
 
 
 class DocCache:
@@ -273,147 +298,240 @@ class DocCache:
         self.directory = Path(directory) if directory is not None else docs_dir()
         self.max_bytes = default_cap_mb() * 1024 * 1024 if max_bytes is None else int(max_bytes)
 
-    def path_for(self, key: dict) -> Path:
-        return self.directory / f"{key_digest(key)}{SUFFIX}"
+    def path_for(self, key: dict, secret: bytes | None = None) -> Path:
+        """The file of ``key``: named by an HMAC of the key under this directory's secret (created if missing)."""
+        secret = secret if secret is not None else load_secret(self.directory, create=True)
+        return self.directory / f"{keyed_digest(secret, key_text(key)).hexdigest()[:40]}{SUFFIX}"
+
+    def signature(self, tensors: dict, metadata: dict) -> str:
+        """The signature an entry with ``tensors`` and ``metadata`` (its ``key``) must carry in this directory."""
+        return _signature(load_secret(self.directory, create=True), metadata["key"], tensors)
 
     # -- reading -------------------------------------------------------------------------------------------
     def load(self, key: dict, prefix_ids: list[int], model) -> Lookup:
-        """The stored prefix for ``key`` if there is a valid one; a bad entry is deleted (status ``rebuilt``)."""
-        path = self.path_for(key)
+        """The stored prefix for ``key`` if there is a valid one (status ``hit``); ``miss`` if there is none;
+        ``rebuilt`` (with the reason) if there is one that cannot be used. Never raises."""
         started = time.perf_counter()
         try:
-            tensors, metadata = _read(path)
+            secret = load_secret(self.directory, create=True)
+        except SecretUnavailable as error:
+            return Lookup("miss", self.directory, reason=f"the cache cannot be used: {error}")
+        path = self.path_for(key, secret)
+        try:
+            file = open(path, "rb")
         except FileNotFoundError:
             return Lookup("miss", path)
-        except Exception as error:  # a truncated file or a bad header: never trusted
-            self._discard(path)
-            return Lookup("rebuilt", path, reason=f"unreadable file ({_short(error)})")
+        except OSError as error:  # not validated as bad: left alone
+            return Lookup("rebuilt", path, reason=f"could not open it ({_short(error)})")
+        with file:
+            try:
+                info = os.fstat(file.fileno())
+            except OSError as error:
+                return Lookup("rebuilt", path, reason=f"could not read it ({_short(error)})")
+            try:
+                tensors, metadata = read_tensors(file)
+            except BadTensorFile as error:
+                return self._rejected(path, info, f"unreadable file ({_short(error)})")
+            except Exception as error:  # noqa: BLE001 - an I/O error, no memory...: not proof the file is bad
+                return Lookup("rebuilt", path, reason=f"could not read it ({_short(error)})")
+            try:
+                _validate(tensors, metadata, key, prefix_ids, model, secret)
+            except CorruptEntry as error:
+                return self._rejected(path, info, str(error))
+            except Exception as error:  # noqa: BLE001 - validation must not cost the run
+                return Lookup("rebuilt", path, reason=f"could not check it ({_short(error)})")
+            with contextlib.suppress(OSError, NotImplementedError):
+                os.utime(file.fileno())  # last use, for the LRU order: this very file, whatever the name holds now
         try:
-            _validate(tensors, metadata, key, prefix_ids, model)
-        except CorruptEntry as error:
-            self._discard(path)
-            return Lookup("rebuilt", path, reason=str(error))
-        cache = import_prefix(tensors, model, key["window_size"], key["attention_sums"])
-        with contextlib.suppress(OSError):
-            os.utime(path)  # last use, for the LRU order
-        return Lookup("hit", path, cache=cache, seconds=time.perf_counter() - started)
+            cache = import_prefix(tensors, model, key["window_size"], key["attention_sums"])
+        except Exception as error:  # noqa: BLE001 - a valid file we cannot use: rebuild, but leave the file
+            return Lookup("rebuilt", path, reason=f"could not load it ({_short(error)})")
+        return Lookup("hit", path, cache=cache, seconds=time.perf_counter() - started, bytes=info.st_size)
+
+    def _rejected(self, path: Path, info: os.stat_result, reason: str) -> Lookup:
+        """A file validated as bad: delete it if it is still the one we read; the lookup says rebuilt."""
+        if not self._discard(path, info):
+            with contextlib.suppress(OSError):
+                if _same_file(os.stat(path), info):
+                    reason += " (it could not be removed)"
+        return Lookup("rebuilt", path, reason=reason)
 
     # -- writing -------------------------------------------------------------------------------------------
     def store(self, key: dict, prefix_ids: list[int], cache, *, document: str | None = None) -> tuple[bool, str | None, int]:
-        """Write ``cache`` for ``key`` atomically, then evict down to the cap: (stored, reason if not, bytes)."""
-        from safetensors.torch import save_file
+        """Write ``cache`` for ``key`` atomically, then evict down to the cap: (stored, reason if not, bytes).
 
+        Never raises: a full disk, a read-only directory or anything else is "not stored" with the reason.
+        """
         try:
             tensors = export_prefix(cache, prefix_ids)
         except UnsupportedPrefix as error:
             return False, str(error), 0
+        except Exception as error:  # noqa: BLE001 - the run has prefilled: never lose it to the cache
+            return False, f"could not export the prefix ({_short(error)})", 0
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if size > self.max_bytes:
-            return False, (f"the prefix needs {size / 2**20:.1f} MB, more than the cache cap of "
-                           f"{self.max_bytes / 2**20:.0f} MB (raise the cache size)"), size
-        metadata = {
-            "format": FORMAT_NAME,
-            "format_version": str(FORMAT_VERSION),
-            "key": json.dumps(key, sort_keys=True),
-            "checksum": _checksum(tensors),
-            "created": repr(time.time()),
-            "document": document or "",
-        }
-        path = self.path_for(key)
+            return False, self._too_big(size), size
+        path = self.directory
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            descriptor, temporary = tempfile.mkstemp(dir=self.directory, prefix=_TEMP_PREFIX, suffix=SUFFIX)
-            os.close(descriptor)
-            try:
-                save_file(tensors, temporary, metadata=metadata)
-                os.replace(temporary, path)
-            except BaseException:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(temporary)
-                raise
-        except OSError as error:
+            secret = load_secret(self.directory, create=True)
+            path = self.path_for(key, secret)
+            text = key_text(key)
+            metadata = {
+                "format": FORMAT_NAME,
+                "format_version": str(FORMAT_VERSION),
+                "key": text,
+                "checksum": _signature(secret, text, tensors),
+                "created": repr(time.time()),
+                "document": _printable(document) or "",
+            }
+            return self._write(path, tensors, metadata, size)
+        except Exception as error:  # noqa: BLE001 - SafetensorError (a full disk), OSError, a bad secret...
             return False, f"could not write {path}: {_short(error)}", size
-        self.evict(keep=path)
-        return True, None, path.stat().st_size if path.exists() else size
+
+    def _write(self, path: Path, tensors: dict, metadata: dict, size: int) -> tuple[bool, str | None, int]:
+        from safetensors.torch import save_file
+
+        descriptor, temporary = tempfile.mkstemp(dir=self.directory, prefix=_TEMP_PREFIX, suffix=SUFFIX)
+        os.close(descriptor)
+        try:
+            save_file(tensors, temporary, metadata=metadata)
+            written = os.stat(temporary)
+            if written.st_size > self.max_bytes:
+                return False, self._too_big(written.st_size), written.st_size
+            with self._locked():
+                os.replace(temporary, path)
+                self._evict_locked(keep=path)
+                try:
+                    still_there = _same_file(os.stat(path), written)
+                except FileNotFoundError:
+                    still_there = False
+            if not still_there:  # another process replaced or evicted it while we held no lock: say so
+                return False, "another process replaced or evicted the entry as it was written", written.st_size
+            return True, None, written.st_size
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+    def _too_big(self, size: int) -> str:
+        return (f"the prefix needs {size / 2**20:.1f} MB, more than the cache cap of {self.max_bytes / 2**20:.0f} MB "
+                "(raise the cache size)")
 
     # -- housekeeping --------------------------------------------------------------------------------------
-    def entries(self) -> list[Entry]:
-        """Every cache file, least recently used first (unreadable ones too, with empty metadata)."""
-        if not self.directory.is_dir():
+    def entries(self, *, with_metadata: bool = True) -> list[Entry]:
+        """Every cache file, least recently used first (unreadable or junk ones too, with empty metadata)."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
             return []
         found = []
-        for path in self.directory.iterdir():
-            if not path.name.endswith(SUFFIX) or path.name.startswith(_TEMP_PREFIX) or not path.is_file():
+        for name in names:
+            if not name.endswith(SUFFIX) or name.startswith(_TEMP_PREFIX):
                 continue
+            path = self.directory / name
             try:
-                stat = path.stat()
+                info = os.stat(path)
             except OSError:
                 continue
-            found.append(Entry(path, stat.st_size, stat.st_mtime, _read_metadata(path)))
+            if stat.S_ISREG(info.st_mode):
+                found.append(Entry(path, info.st_size, info.st_mtime, _read_metadata(path) if with_metadata else {}))
         return sorted(found, key=lambda entry: entry.last_used)
 
     def total_bytes(self) -> int:
-        return sum(entry.bytes for entry in self.entries())
+        return sum(entry.bytes for entry in self.entries(with_metadata=False))
 
     def evict(self, keep: Path | None = None) -> list[Entry]:
-        """Remove least recently used entries until the total fits the cap; ``keep`` goes last."""
+        """Remove least recently used entries until the total fits the cap; ``keep`` is never removed."""
+        with self._locked():
+            return self._evict_locked(keep)
+
+    def _evict_locked(self, keep: Path | None) -> list[Entry]:
         self._remove_stale_temporaries()
-        entries = self.entries()
+        entries = self.entries(with_metadata=False)
         total = sum(entry.bytes for entry in entries)
         removed = []
-        for entry in sorted(entries, key=lambda e: (e.path == keep, e.last_used)):
+        for entry in entries:
             if total <= self.max_bytes:
                 break
-            self._discard(entry.path)
-            total -= entry.bytes
-            removed.append(entry)
+            if entry.path == keep:
+                continue
+            with contextlib.suppress(OSError):
+                entry.path.unlink()
+                total -= entry.bytes
+                removed.append(entry)
         return removed
 
     def clear(self, older_than_s: float | None = None) -> list[Entry]:
-        """Remove every entry, or those not used for ``older_than_s`` seconds."""
+        """Remove every entry, or those not used for ``older_than_s`` seconds; junk files go too, and a file that
+        cannot be removed is skipped (not returned)."""
         now = time.time()
-        removed = [entry for entry in self.entries()
-                   if older_than_s is None or now - entry.last_used > older_than_s]
-        for entry in removed:
-            self._discard(entry.path)
-        if older_than_s is None:
-            self._remove_stale_temporaries(max_age_s=0)
+        removed = []
+        with self._locked():
+            for entry in self.entries():
+                if older_than_s is not None and now - entry.last_used <= older_than_s:
+                    continue
+                with contextlib.suppress(OSError):
+                    entry.path.unlink()
+                    removed.append(entry)
+            if older_than_s is None:
+                self._remove_stale_temporaries(max_age_s=0)
         return removed
 
     def _remove_stale_temporaries(self, max_age_s: float = _STALE_TEMP_S) -> None:
-        if not self.directory.is_dir():
+        try:
+            names = [name for name in os.listdir(self.directory) if name.startswith(_TEMP_PREFIX)]
+        except OSError:
             return
         now = time.time()
-        for path in self.directory.glob(f"{_TEMP_PREFIX}*"):
+        for name in names:
+            path = self.directory / name
             with contextlib.suppress(OSError):
                 if now - path.stat().st_mtime > max_age_s:
                     path.unlink()
 
-    @staticmethod
-    def _discard(path: Path) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+    def _discard(self, path: Path, info: os.stat_result) -> bool:
+        """Delete ``path`` if it is still the file ``info`` describes (checked under the lock); True if deleted."""
+        with self._locked():
+            try:
+                if not _same_file(os.stat(path), info):
+                    return False
+                path.unlink()
+            except OSError:
+                return False
+        return True
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """The directory's exclusive lock (``flock`` on ``.lock``); without one (read-only, no flock), unlocked."""
+        handle = None
+        with contextlib.suppress(OSError, ImportError):
+            import fcntl
+
+            handle = open(self.directory / _LOCK_NAME, "a+b")
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if handle is not None:
+                handle.close()  # closing releases the lock
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    """The same file (device and inode): the caller holds it open or holds the lock, so the inode is not reused."""
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _read(path: Path) -> tuple[dict, dict]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as file:
-        metadata = file.metadata() or {}
-        tensors = {name: file.get_tensor(name) for name in file.keys()}
-    return tensors, metadata
+    """``(tensors, metadata)`` of the cache file ``path``, read through one open file."""
+    with open(path, "rb") as file:
+        return read_tensors(file)
 
 
 def _read_metadata(path: Path) -> dict:
-    """The header's metadata only (no tensor data is read); {} for an unreadable file."""
+    """The header's metadata only (no tensor data is read); {} for an unreadable or junk file."""
     try:
         with open(path, "rb") as file:
-            size = int.from_bytes(file.read(8), "little")
-            if not 0 < size <= 100 * 2**20:
-                return {}
-            header = json.loads(file.read(size))
-        return header.get("__metadata__") or {}
-    except (OSError, ValueError):
+            return read_metadata(file)
+    except (OSError, BadTensorFile, MemoryError):
         return {}
 
 

@@ -8,9 +8,12 @@ one-line :class:`~snapkv_cli.errors.UserError` that names the fix.
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import logging
+import os
 import re
+import stat
 import sys
 import typing
 import warnings
@@ -18,9 +21,18 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from snapkv_cli.errors import UserError
+from snapkv_cli.errors import (
+    BinaryDocument,
+    DocumentTooLarge,
+    FileNameTooLong,
+    InvalidValue,
+    NotARegularFile,
+    UserError,
+)
 
 PAGE_SEPARATOR = "\n\n"
+MAX_DOCUMENT_MB_ENV = "SNAPKV_MAX_DOCUMENT_MB"
+DEFAULT_MAX_DOCUMENT_MB = 256
 
 _EXTENSION_KINDS = {
     ".pdf": "pdf",
@@ -67,37 +79,71 @@ class Document:
         return spans
 
 
+def max_document_bytes() -> int:
+    """The size limit for one document: ``$SNAPKV_MAX_DOCUMENT_MB`` megabytes, else :data:`DEFAULT_MAX_DOCUMENT_MB`."""
+    value = os.environ.get(MAX_DOCUMENT_MB_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_DOCUMENT_MB * 2**20
+    try:
+        megabytes = float(value)
+    except ValueError:
+        megabytes = -1.0
+    if not 0 < megabytes < float("inf"):
+        raise InvalidValue(MAX_DOCUMENT_MB_ENV, value, "a positive number of megabytes")
+    return int(megabytes * 2**20)
+
+
+def display_path(path: str) -> str:
+    """``path`` as text that can always be printed and stored: bytes that are not UTF-8 become ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def load_document(
     path: str,
     pages: str | None = None,
     stdin: typing.TextIO | typing.BinaryIO | None = None,
+    max_bytes: int | None = None,
 ) -> Document:
     """Read ``path`` ("-" for stdin) and return its text, optionally only the ``pages`` given.
 
     ``pages`` is a selection such as ``"3-7,10"`` or ``"5-"`` (1-based, inclusive). For
-    non-PDF inputs, pages are separated by form feeds.
+    non-PDF inputs, pages are separated by form feeds. Only regular files and stdin are read, at most
+    ``max_bytes`` (default :func:`max_document_bytes`); text is decoded by its content (byte order marks, UTF-8,
+    UTF-16/32, legacy encodings), and binary content is refused whatever the extension.
     """
+    limit = max_document_bytes() if max_bytes is None else max_bytes
     if path == "-":
         source = "<stdin>"
-        data = _read_stdin(stdin)
+        data = _read_stdin(stdin, limit)
         if isinstance(data, str):
             text = data.lstrip("\ufeff")
+            _refuse_binary_text(source, text)
             kind = "html" if _looks_like_html(text) else "text"
             return _text_document(source, kind, text, pages)
-        kind = _sniff_kind(data, strict_utf8=False)
+        kind = "pdf" if data.startswith(b"%PDF-") else None
+        suffix, legacy = None, True
     else:
-        source = path
-        data = _read_file(path)
-        suffix = Path(path).suffix.lower()
-        kind = _EXTENSION_KINDS.get(suffix) or _sniff_kind(data, strict_utf8=True)
-        if kind is None:
+        source = display_path(path)
+        data = _read_file(path, source, limit)
+        suffix = Path(source).suffix.lower()
+        kind = _EXTENSION_KINDS.get(suffix)
+        legacy = kind is not None  # an unknown extension is read only if the bytes say plainly that they are text
+        if kind is None and data.startswith(b"%PDF-"):
+            kind = "pdf"
+    if kind == "pdf":
+        return Document(source, "pdf", _read_pdf(source, data, pages))
+    try:
+        text = decode_document_bytes(data, source, legacy=legacy)
+    except BinaryDocument:
+        if suffix is not None and kind is None:  # a file of a type we do not know, and not text either
             raise UserError(
                 f"unsupported file type '{suffix or '(no extension)'}': "
                 "give a PDF, .txt, .md or .html file"
-            )
-    if kind == "pdf":
-        return Document(source, "pdf", _read_pdf(source, data, pages))
-    return _text_document(source, kind, decode_text(data), pages)
+            ) from None
+        raise
+    if kind is None:
+        kind = "html" if _looks_like_html(text) else "text"
+    return _text_document(source, kind, text, pages)
 
 
 def parse_page_spec(spec: str, page_count: int, source: str) -> list[int]:
@@ -128,19 +174,132 @@ def parse_page_spec(spec: str, page_count: int, source: str) -> list[int]:
 
 
 def decode_text(data: bytes) -> str:
-    """Decode bytes as UTF-8 (BOM dropped), else cp1252, else latin-1; newlines become ``\\n``."""
-    for encoding in ("utf-8-sig", "cp1252"):
-        try:
-            text = data.decode(encoding)
-            break
-        except UnicodeDecodeError:
-            continue
-    else:
-        text = data.decode("latin-1")  # maps every byte, so it cannot fail
+    """Decode document bytes leniently; newlines become ``\\n``.
+
+    A byte order mark (UTF-8, UTF-16, UTF-32) decides; else UTF-16/32 without a mark when the zero bytes fall as
+    they do there; else UTF-8, keeping it (bad bytes become U+FFFD) when most non-ASCII sequences in it are valid
+    UTF-8; else a legacy encoding: cp1252 for mostly-Latin text, a guess (charset-normalizer) for other scripts,
+    latin-1 as the last resort (it maps every byte).
+    """
+    text = _decode(data, legacy=True)
+    assert text is not None  # the legacy path always decodes
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _read_stdin(stdin: typing.TextIO | typing.BinaryIO | None) -> bytes | str:
+def decode_document_bytes(data: bytes, source: str, *, legacy: bool = True) -> str:
+    """:func:`decode_text`, refusing binary content (zero bytes, many control characters) with a UserError.
+
+    ``legacy=False`` accepts only text that declares or proves its encoding (a byte order mark, UTF-8, UTF-16/32).
+    """
+    text = _decode(data, legacy=legacy)
+    if text is None:
+        binary = b"\x00" in data
+        raise BinaryDocument(source, "it holds zero bytes, as binary files do" if binary else
+                             "it is not UTF-8 or UTF-16/32 text")
+    _refuse_binary_text(source, text)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_BOMS = (  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_SAMPLE = 1 << 16
+# C0 controls other than tab, newlines, form feed and escape (ANSI colours in logs), DEL and the C1 controls
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+_SURROGATE_ESCAPES = re.compile("[\udc80-\udcff]")
+_NON_ASCII = re.compile("[^\x00-\x7f\udc80-\udcff]")
+
+
+def _decode(data: bytes, legacy: bool) -> str | None:
+    """The text of ``data``, or None when ``legacy`` is off and it is not Unicode text."""
+    for mark, encoding in _BOMS:
+        if data.startswith(mark):
+            return data[len(mark):].decode(encoding, errors="replace")
+    wide = _wide_text(data)
+    if wide is not None:
+        return wide
+    if b"\x00" in data:
+        return None  # not UTF-8 text, nor any single-byte encoding of text
+    probe = data.decode("utf-8", errors="surrogateescape")
+    invalid = len(_SURROGATE_ESCAPES.findall(probe))
+    if not invalid:
+        return probe
+    valid_non_ascii = len(_NON_ASCII.findall(probe))
+    if valid_non_ascii >= invalid:  # mostly UTF-8 with a few damaged bytes: keep it, marking the damage
+        return data.decode("utf-8", errors="replace")
+    return _decode_legacy(data) if legacy else None
+
+
+def _wide_text(data: bytes) -> str | None:
+    """UTF-32 or UTF-16 (either byte order) without a byte order mark, judged by where the zero bytes fall: mostly
+    Latin text in UTF-16 LE has a zero in nearly every second byte and almost never in the first."""
+    sample = data[:_SAMPLE]
+    for width, encoding, zero_columns, busy_column in (
+        (4, "utf-32-le", (2, 3), 0), (4, "utf-32-be", (0, 1), 3),
+        (2, "utf-16-le", (1,), 0), (2, "utf-16-be", (0,), 1),
+    ):
+        usable = len(sample) - len(sample) % width
+        if usable < 2 * width:
+            continue
+        units = usable // width
+        zeros = [sample[column:usable:width].count(0) / units for column in range(width)]
+        threshold = 0.98 if width == 4 else 0.3
+        if zeros[busy_column] > 0.02 or min(zeros[column] for column in zero_columns) < threshold:
+            continue
+        whole = len(data) - len(data) % width
+        try:
+            text = data[:whole].decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        return text + ("\ufffd" if whole < len(data) else "")
+    return None
+
+
+def _decode_legacy(data: bytes) -> str:
+    """A single- or multi-byte legacy encoding: cp1252 for mostly-Latin text, else charset-normalizer's guess."""
+    try:
+        western = data.decode("cp1252")
+    except UnicodeDecodeError:
+        western = None
+    high_bytes = len(data) - len(data.translate(None, bytes(range(0x80, 0x100))))
+    if western is not None and (high_bytes < 16 or _mostly_ascii_letters(western[:_SAMPLE * 16])):
+        return western
+    if high_bytes >= 16:  # enough evidence for a statistical guess (Cyrillic, Greek, CJK, ...)
+        guessed = _guess_encoding(data)
+        if guessed is not None:
+            return guessed
+    return western if western is not None else data.decode("latin-1")
+
+
+def _mostly_ascii_letters(text: str) -> bool:
+    """Western European text: accented letters are a minority of the letters (Cyrillic read as cp1252 is not)."""
+    letters = re.findall(r"[^\W\d_]", text)
+    return len([c for c in letters if c > "\x7f"]) <= 0.3 * len(letters)
+
+
+def _guess_encoding(data: bytes) -> str | None:
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # an optional helper: without it, cp1252 or latin-1
+        return None
+    best = from_bytes(data).best()
+    return None if best is None else str(best)
+
+
+def _refuse_binary_text(source: str, text: str) -> None:
+    """Raise :class:`BinaryDocument` for decoded text that is mostly not text (zero bytes, control characters)."""
+    if "\x00" in text:
+        raise BinaryDocument(source, "it holds zero bytes, as binary files do")
+    controls = len(_CONTROL.findall(text[:_SAMPLE * 16]))
+    if controls > max(1, min(len(text), _SAMPLE * 16) // 100):
+        raise BinaryDocument(source, f"it holds {controls} control characters, as binary files do")
+
+
+def _read_stdin(stdin: typing.TextIO | typing.BinaryIO | None, limit: int) -> bytes | str:
     stream = stdin if stdin is not None else sys.stdin.buffer
     with contextlib.suppress(AttributeError, ValueError, OSError):
         if stream.isatty():
@@ -148,42 +307,64 @@ def _read_stdin(stdin: typing.TextIO | typing.BinaryIO | None) -> bytes | str:
                 "no document on stdin: pipe one in (e.g. cat report.pdf | ...) or give a file path"
             )
     try:
-        return stream.read()
+        data = stream.read(limit + 1)
     except OSError as exc:
         reason = exc.strerror or exc
         raise UserError(f"cannot read stdin: {reason}; pipe a document in or give a path") from None
+    if len(data) > limit:
+        raise DocumentTooLarge("<stdin>", limit, limit, MAX_DOCUMENT_MB_ENV)
+    return data
 
 
-def _read_file(path: str) -> bytes:
-    file = Path(path)
-    if file.is_dir():
-        raise UserError(f"'{path}' is a directory: give the path of a document file inside it")
+_FILE_TYPES = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _check_regular(descriptor: int, source: str, limit: int) -> None:
+    """Refuse (closing ``descriptor``) anything but a regular file within ``limit`` bytes."""
     try:
-        return file.read_bytes()
+        info = os.fstat(descriptor)
+        if stat.S_ISDIR(info.st_mode):
+            raise UserError(f"'{source}' is a directory: give the path of a document file inside it")
+        if not stat.S_ISREG(info.st_mode):
+            kind = next((name for test, name in _FILE_TYPES if test(info.st_mode)), "not a regular file")
+            raise NotARegularFile(source, kind)
+        if info.st_size > limit:
+            raise DocumentTooLarge(source, info.st_size, limit, MAX_DOCUMENT_MB_ENV)
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _read_file(path: str, source: str, limit: int) -> bytes:
+    """The bytes of the regular file ``path``: opened without blocking, checked with ``fstat``, at most ``limit``."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        descriptor = os.open(path, flags)  # O_NONBLOCK: a FIFO without a writer cannot hang the open
     except FileNotFoundError:
-        raise UserError(f"file not found: '{path}'; check the path and spelling") from None
+        raise UserError(f"file not found: '{source}'; check the path and spelling") from None
     except PermissionError:
         raise UserError(
-            f"cannot read '{path}': permission denied; check its permissions (e.g. chmod +r)"
+            f"cannot read '{source}': permission denied; check its permissions (e.g. chmod +r)"
         ) from None
     except OSError as exc:
-        raise UserError(f"cannot read '{path}': {exc.strerror or exc}; check the path") from None
-
-
-def _sniff_kind(data: bytes, strict_utf8: bool) -> str | None:
-    """Guess the kind of untyped bytes; ``None`` if they are not a document we can read."""
-    if data.startswith(b"%PDF-"):
-        return "pdf"
-    if strict_utf8:
-        if b"\x00" in data:
-            return None
+        if exc.errno == errno.ENAMETOOLONG:
+            longest = max(len(os.fsencode(part)) for part in Path(path).parts)
+            raise FileNameTooLong(source, longest) from None
+        raise UserError(f"cannot read '{source}': {exc.strerror or exc}; check the path") from None
+    _check_regular(descriptor, source, limit)
+    with open(descriptor, "rb") as file:
         try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            return None
-    else:
-        text = decode_text(data[:4096])
-    return "html" if _looks_like_html(text) else "text"
+            data = file.read(limit + 1)
+        except OSError as exc:
+            raise UserError(f"cannot read '{source}': {exc.strerror or exc}; check the file") from None
+    if len(data) > limit:  # it grew while we read it
+        raise DocumentTooLarge(source, len(data), limit, MAX_DOCUMENT_MB_ENV)
+    return data
 
 
 def _looks_like_html(text: str) -> bool:
@@ -231,7 +412,7 @@ def _read_pdf(source: str, data: bytes, pages: str | None) -> tuple[Page, ...]:
     problem = None
     if b"%PDF-" not in data[:1024]:
         problem = "no PDF header"
-    elif b"%%EOF" not in data[-2048:]:
+    elif b"%%EOF" not in data.rstrip(b"\x00\t\n\f\r ")[-2048:]:  # padding after the marker is harmless
         problem = "no end-of-file marker"  # pypdf would silently read only part of the file
     if problem:
         raise UserError(f"could not read PDF '{source}': {problem}; is it truncated or damaged?")
@@ -338,8 +519,23 @@ class _HTMLTextExtractor(HTMLParser):
 
 
 def html_to_text(html: str) -> str:
-    """The visible text of an HTML document: no scripts, styles or head, entities decoded."""
+    """The visible text of an HTML document: no scripts, styles or head, entities decoded.
+
+    Markup the parser rejects (it raises on some malformed declarations) falls back to removing tags.
+    """
     extractor = _HTMLTextExtractor()
-    extractor.feed(html)
-    extractor.close()
+    try:
+        extractor.feed(html)
+        extractor.close()
+    except Exception:  # html.parser raises AssertionError on e.g. "<![x[": keep the text, drop the tags
+        return _strip_tags(html)
     return "".join(extractor.parts).strip()
+
+
+def _strip_tags(html: str) -> str:
+    import html as entities
+
+    hidden = "|".join(sorted(_SKIPPED_TAGS))
+    text = re.sub(rf"<({hidden})\b.*?</\1\s*>", " ", html, flags=re.IGNORECASE | re.DOTALL)
+    text = entities.unescape(re.sub(r"<[^>]*>", " ", text))
+    return "\n".join(" ".join(line.split()) for line in text.splitlines() if line.strip())

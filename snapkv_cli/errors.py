@@ -42,8 +42,11 @@ class TemplateTooLong(UserError):
         super().__init__("the template and question alone exceed the context; use a shorter question")
 
 
-class BudgetTooSmall(UserError):
-    """A budget fraction that keeps no more than the observation window of this prompt."""
+class BudgetTooSmall(UserError, ValueError):
+    """A budget fraction that keeps no more than the observation window of this prompt.
+
+    Also a ``ValueError``: the library's settings raise ValueError for bad values, and callers may catch either.
+    """
 
     def __init__(self, budget, tokens: int, window_size: int, prompt_tokens: int | None = None):
         self.budget, self.tokens, self.window_size, self.prompt_tokens = budget, tokens, window_size, prompt_tokens
@@ -78,12 +81,12 @@ class ModelOutOfMemory(UserError):
 
 
 class CacheNotWritable(UserError):
-    """The project's cache directory (or a folder in it) cannot be created or written."""
+    """The project's cache directory (or a folder in it: ``what``, e.g. "model cache") cannot be created or written."""
 
-    def __init__(self, path, reason: str, needed: str | None = None):
-        self.path, self.reason, self.needed = path, reason, needed
+    def __init__(self, path, reason: str, needed: str | None = None, what: str = "cache"):
+        self.path, self.reason, self.needed, self.what = path, reason, needed, what
         space = f" (about {needed} needed)" if needed else ""
-        super().__init__(f"could not write the cache in {path}: {reason}; free some disk space{space} "
+        super().__init__(f"could not write the {what} in {path}: {reason}; free some disk space{space} "
                          "or set SNAPKV_CACHE_DIR to another directory")
 
 
@@ -127,3 +130,52 @@ class BadWheel(UserError):
     def __init__(self, path, reason: str, filename: str):
         self.path, self.reason, self.filename = path, reason, filename
         super().__init__(f"{path} {reason}; use the genuine {filename}")
+
+
+class DocumentTooLarge(UserError):
+    """A document bigger than the size limit (``limit_bytes``; the setting ``max_document_mb``).
+
+    ``size_bytes`` is what was found (for stdin: at least that much), ``environment`` the variable that raises it.
+    """
+
+    def __init__(self, source: str, size_bytes: int, limit_bytes: int, environment: str):
+        self.source, self.size_bytes, self.limit_bytes, self.environment = source, size_bytes, limit_bytes, environment
+        self.size_text = f"{'more than ' if source == '<stdin>' else ''}{_amount(size_bytes)}"
+        self.limit_text = _amount(limit_bytes)
+        super().__init__(f"'{source}' is {self.size_text}, over the {self.limit_text} limit for documents; "
+                         f"raise max_document_mb (environment variable {environment}) or give a smaller document")
+
+
+def _amount(count: int) -> str:
+    """Bytes as a short amount: 256 MB, 300.5 MB, 2.0 KB, 12 bytes."""
+    if count >= 2**20:
+        return f"{count / 2**20:g} MB" if count % 2**20 == 0 else f"{count / 2**20:.1f} MB"
+    return f"{count / 1024:.1f} KB" if count >= 1024 else f"{count} bytes"
+
+
+class NotARegularFile(UserError):
+    """The path names a FIFO, a device or a socket: only regular files (and stdin) are read."""
+
+    def __init__(self, source: str, file_type: str):
+        self.source, self.file_type = source, file_type
+        super().__init__(f"'{source}' is {file_type}, not a regular file: give a document file, "
+                         "or pipe the data in on stdin")
+
+
+class BinaryDocument(UserError):
+    """Bytes that are not text in any encoding we read (an executable, an image, ...), whatever the extension."""
+
+    def __init__(self, source: str, detail: str):
+        self.source, self.detail = source, detail
+        super().__init__(f"'{source}' is not a text document ({detail}): give a PDF, or a text, Markdown or "
+                         "HTML file")
+
+
+class FileNameTooLong(UserError):
+    """A path whose file name (one component) exceeds what the file system allows."""
+
+    def __init__(self, source: str, name_bytes: int):
+        self.source, self.name_bytes = source, name_bytes
+        shown = source if len(source) <= 60 else source[:57] + "..."
+        super().__init__(f"a file name in '{shown}' has {name_bytes} bytes, too long for the file system "
+                         "(at most 255 per name): use a shorter name")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -49,7 +49,8 @@ def synchronize(device: torch.device) -> None:
 
 def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
             compress: bool = True) -> torch.Tensor:
-    """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits (1, vocab).
+    """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits
+    (1, vocab).
 
     With ``chunk_size``, the tokens go in chunks (bounding activation memory); every chunk but the last only stores,
     and the last compresses, so selection stays exact. ``compress=False`` stores everything (a shared prefix).

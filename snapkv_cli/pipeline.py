@@ -8,12 +8,12 @@ one-question shortcuts for library users and tests.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 from .documents import Document
 from .engine import POLICIES, CompressionSettings, check_supported
-from .errors import BudgetTooSmall, PromptTooLong, UserError
+from .errors import PromptTooLong, UserError
 from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
 from .models.catalog import default_prefill_chunk, longer_context_alternative
 from .models.loader import LoadedModel, torch_dtype_name
@@ -93,12 +93,7 @@ class DocumentSession:
             needed = error.tokens + self.generation.max_new_tokens
             raise PromptTooLong(error.tokens, error.limit, context=context, model=self.loaded.name,
                                 alternative=longer_context_alternative(needed, self.loaded.name)) from None
-        if settings.is_fraction:  # a fraction too small for this prompt fails before the prefill
-            try:
-                settings.capacity_for(prompt.length)
-            except ValueError:
-                raise BudgetTooSmall(settings.max_capacity_prompt, int(settings.max_capacity_prompt * prompt.length),
-                                     settings.window_size, prompt.length) from None
+        settings.capacity_for(prompt.length)  # a fraction too small for this prompt fails before the prefill
         return prompt
 
     # -- the shared prefix -------------------------------------------------------------------------------------
@@ -123,13 +118,13 @@ class DocumentSession:
         key = None
         if self.doc_cache is not None:
             key = disk.prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
-                                  self._accumulates_attention())
+                                  self._accumulates_attention(), prefill_chunk=self.generation.prefill_chunk)
             self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
             lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
             status = replace(status, status=lookup.status, reason=lookup.reason, path=str(lookup.path))
             if lookup.cache is not None:
-                size = lookup.path.stat().st_size if lookup.path.exists() else None
-                return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds, replace(status, bytes=size))
+                return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds,
+                                    replace(status, bytes=lookup.bytes))
         self.on_progress(f"Reading the document: {len(prefix_ids)} tokens...")
         synchronize(self.loaded.device)
         started = time.perf_counter()

@@ -1,19 +1,12 @@
-"""How a run shows what happens: progress, prompts, the streamed answer, finished answers, per-question errors.
+"""What a run tells whoever shows it: progress, prompts, the streamed answer, finished answers, per-question errors.
 
-:class:`~snapkv_cli.runner.Runner` calls a :class:`Presenter`; the base does nothing (a library caller that wants
-nothing shown). :class:`ProgressPresenter` shows a spinner on stderr; :class:`AnswerPresenter` also writes answers
-to stdout, as plain text streamed as it is generated or as one JSON object per answer (JSONL), and the report to
-stderr; :class:`ChatPresenter` is its ``snapkv chat`` form (one report line per answer, errors that do not end the
-session). stdout only ever carries answers (or JSON); everything else goes to the stderr console.
+:class:`~snapkv_cli.runner.Runner` calls a :class:`Presenter`; this base does nothing (a library caller that wants
+nothing shown). The command line's presenters (terminal, JSON lines, chat) are in :mod:`snapkv_cli.cli.presenters`.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from typing import TYPE_CHECKING, TextIO
-
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the presenters are imported before torch is
     from .pipeline import Answer
@@ -44,124 +37,3 @@ class Presenter:
 
     def close(self) -> None:
         """The run is over."""
-
-
-class Spinner:
-    """A Rich status line on ``console`` that can be stopped and restarted; does nothing when ``console`` is None."""
-
-    def __init__(self, console: Console | None):
-        self._status = console.status("", spinner="dots") if console is not None else None
-        self._running = False
-
-    def show(self, message: str) -> None:
-        if self._status is None:
-            return
-        self._status.update(message)
-        if not self._running:
-            self._status.start()
-            self._running = True
-
-    def stop(self) -> None:
-        if self._status is not None and self._running:
-            self._status.stop()
-            self._running = False
-
-
-class ProgressPresenter(Presenter):
-    """A spinner on the stderr ``console`` with the latest progress message (nothing when ``quiet``)."""
-
-    def __init__(self, console: Console, *, quiet: bool = False):
-        self.console, self.quiet = console, quiet
-        self.spinner = Spinner(None if quiet else console)
-
-    def progress(self, message: str) -> None:
-        self.spinner.show(message)
-
-    def close(self) -> None:
-        self.spinner.stop()
-
-
-class AnswerStream:
-    """Writes a streamed answer to ``out`` as the stripped answer: leading whitespace dropped, trailing held back."""
-
-    def __init__(self, out: TextIO):
-        self.out, self.started, self.held = out, False, ""
-
-    def __call__(self, text: str) -> None:
-        if not self.started:
-            text = text.lstrip()
-            self.started = bool(text)
-        text = self.held + text
-        body = text.rstrip()
-        self.held = text[len(body):]
-        if body:
-            self.out.write(body)
-            self.out.flush()
-
-
-class AnswerPresenter(ProgressPresenter):
-    """Answers on stdout (streamed text, or one JSON object per answer with ``as_json``), reports on stderr (and a
-    warning when a question does not fit the observation window).
-
-    With several questions the text form puts ``Q: <question>`` before each answer and a blank line after it. The
-    stderr report is the full panel for the first answer, then one line per answer.
-    """
-
-    full_report = True
-
-    def __init__(self, console: Console, *, quiet: bool = False, as_json: bool = False, out: TextIO | None = None):
-        super().__init__(console, quiet=quiet)
-        self.as_json = as_json
-        self.out = out or sys.stdout
-        self.stream: AnswerStream | None = None
-
-    def prompt(self, prompt: Prompt, window_size: int, index: int, total: int | None) -> None:
-        report = prompt.window_report(window_size)
-        if not report["question_fits"] and not self.quiet:
-            which = f"question {index + 1}: " if total != 1 else ""
-            self.console.print(f"[yellow]Warning:[/] {which}the question has {report['question_tokens']} tokens "
-                               f"but only {report['question_tokens_in_window']} fall in the {window_size}-token "
-                               "window; raise --window")
-
-    def question(self, question: str, index: int, total: int | None) -> None:
-        self.stream = AnswerStream(self.out)
-        self.spinner.show("Thinking...")
-        if total is not None and total > 1 and not self.as_json:
-            self.out.write(f"Q: {' '.join(question.split())}\n")
-            self.out.flush()
-
-    def text(self, chunk: str) -> None:
-        self.spinner.stop()
-        if not self.as_json and self.stream is not None:
-            self.stream(chunk)
-
-    def answered(self, answer: Answer, index: int, total: int | None) -> None:
-        self.spinner.stop()
-        if self.as_json:
-            self.out.write(json.dumps(answer.report.to_json(), ensure_ascii=False) + "\n")
-        else:
-            self.out.write("\n\n" if total is not None and total > 1 else "\n")
-        self.out.flush()
-        if self.quiet:
-            return
-        from .report_view import compact_line, render_report
-
-        if self.full_report and index == 0:
-            render_report(answer.report, self.console)
-        if self.full_report and total == 1 and not answer.report.doc_cache.enabled:
-            return
-        label = f"[{index + 1}/{total}]" if total is not None else f"[{index + 1}]"
-        self.console.print(compact_line(answer.report, label), markup=False, highlight=False, soft_wrap=True)
-
-
-class ChatPresenter(AnswerPresenter):
-    """``snapkv chat``: one report line per answer; a question that fails prints its error and the chat goes on."""
-
-    full_report = False
-
-    def failed(self, message: str, index: int) -> None:
-        self.spinner.stop()
-        if self.stream is not None and self.stream.started:
-            self.out.write("\n")
-            self.out.flush()
-        self.console.print(message, markup=False, highlight=False, soft_wrap=True)

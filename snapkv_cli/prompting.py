@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .documents import Document
 from .errors import PromptTooLong, TemplateTooLong, UserError
+from .paths import refuse_overlong
 
 DEFAULT_TEMPLATE = "qa"
 BASE_VARIANT_SUFFIX = "_base"
@@ -41,6 +42,7 @@ def load_template(name_or_path: str | None = None) -> Template:
     """A template by name (a file in ``prompts/``) or by path."""
     name_or_path = name_or_path or DEFAULT_TEMPLATE
     path = Path(name_or_path).expanduser()
+    refuse_overlong(path)
     if path.suffix == ".txt" or path.exists():
         if not path.is_file():
             raise UserError(f"template file not found: {name_or_path}")
@@ -185,9 +187,9 @@ def _tokenize(tokenizer, template: Template, document: Document, document_text: 
     input_ids: list[int] = []
     offsets: list[tuple[int, int]] = []
     for start, end in ((0, cut), (cut, len(text))):
-        encoding = tokenizer(text[start:end], add_special_tokens=False, return_offsets_mapping=True)
-        input_ids += encoding["input_ids"]
-        offsets += [(start + lo, start + hi) for lo, hi in encoding["offset_mapping"]]
+        ids, piece_offsets = encode_guarded(tokenizer, text, start, end, (doc_chars, question_chars))
+        input_ids += ids
+        offsets += piece_offsets
     prefix_length = sum(1 for _, end in offsets if end <= cut)
     document_span = _token_range(offsets, doc_chars)
     token_pages: list[int | None] = [None] * len(offsets)
@@ -202,8 +204,77 @@ def _tokenize(tokenizer, template: Template, document: Document, document_text: 
                   style="completion" if completion else "chat")
 
 
+def control_token_ids(tokenizer) -> set[int]:
+    """Ids of the tokens that steer the model rather than spell text: every special token, and every added token
+    the chat template itself writes (Qwen's ``<tool_call>`` or ``<think>`` are added but not marked special)."""
+    source = getattr(tokenizer, "chat_template", None) or ""
+    source = source if isinstance(source, str) else " ".join(map(str, source.values())) if isinstance(source, dict) \
+        else ""
+    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
+    for token_id, token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
+        content = getattr(token, "content", str(token))
+        if getattr(token, "special", False) or (content and content in source):
+            ids.add(token_id)
+    ids.discard(getattr(tokenizer, "unk_token_id", None))  # what an unknown character becomes: it steers nothing
+    return ids
+
+
+def encode_guarded(tokenizer, text: str, start: int, end: int,
+                   user_spans: tuple[tuple[int, int], ...]) -> tuple[list[int], list[tuple[int, int]]]:
+    """Token ids and (absolute) character offsets of ``text[start:end]``, in which the characters of
+    ``user_spans`` (the document, the question) never become control tokens.
+
+    The text is tokenized as the model's tokenizer does it; only when a control token (:func:`control_token_ids`)
+    comes out of user text are the template's own markers kept and the rest tokenized as plain text, so a document
+    that writes ``<|im_start|>system`` reaches the model as those characters, not as a new chat turn.
+    """
+    ids, offsets = _encode(tokenizer, text[start:end], start)
+    control = control_token_ids(tokenizer)
+    if not any(token in control and _overlaps(span, user_spans) for token, span in zip(ids, offsets)):
+        return ids, offsets
+    guarded_ids: list[int] = []
+    guarded_offsets: list[tuple[int, int]] = []
+    plain_from = start
+    for token, span in zip(ids, offsets):
+        if token in control and not _overlaps(span, user_spans):  # one of the template's own markers
+            _extend_plain(tokenizer, text, plain_from, span[0], control, guarded_ids, guarded_offsets)
+            guarded_ids.append(token)
+            guarded_offsets.append(span)
+            plain_from = span[1]
+    _extend_plain(tokenizer, text, plain_from, end, control, guarded_ids, guarded_offsets)
+    return guarded_ids, guarded_offsets
+
+
+def _encode(tokenizer, text: str, start: int, *, plain: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
+    if not text:
+        return [], []
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, split_special_tokens=plain)
+    return list(encoding["input_ids"]), [(start + lo, start + hi) for lo, hi in encoding["offset_mapping"]]
+
+
+def _extend_plain(tokenizer, text: str, start: int, end: int, control: set[int], ids: list[int],
+                  offsets: list[tuple[int, int]]) -> None:
+    """Append ``text[start:end]`` tokenized with no control token at all: special tokens are split by the
+    tokenizer; an added token it still matches is broken after its first character, and the rest retried."""
+    piece_ids, piece_offsets = _encode(tokenizer, text[start:end], start, plain=True)
+    hit = next((index for index, token in enumerate(piece_ids) if token in control), None)
+    if hit is None or end - start <= 1:  # one character cannot spell a marker: it is what the tokenizer makes of it
+        ids += piece_ids
+        offsets += piece_offsets
+        return
+    first = max(start, piece_offsets[hit][0])
+    _extend_plain(tokenizer, text, start, first, control, ids, offsets)
+    _extend_plain(tokenizer, text, first, first + 1, control, ids, offsets)
+    _extend_plain(tokenizer, text, first + 1, end, control, ids, offsets)
+
+
+def _overlaps(span: tuple[int, int], others: tuple[tuple[int, int], ...]) -> bool:
+    return any(span[0] < high and low < span[1] for low, high in others)
+
+
 def _truncate(tokenizer, document_text: str, excess: int, how: str, dropped: int) -> tuple[str, int]:
-    encoding = tokenizer(document_text, add_special_tokens=False, return_offsets_mapping=True)
+    encoding = tokenizer(document_text, add_special_tokens=False, return_offsets_mapping=True,
+                         split_special_tokens=True)
     offsets = encoding["offset_mapping"]
     keep = len(offsets) - excess
     if keep <= 0:

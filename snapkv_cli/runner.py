@@ -8,12 +8,11 @@ questions they feed it and the presenter they give it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .documents import Document, load_document
 from .engine import CompressionSettings
-from .errors import UserError
 from .generation import GenerationOptions
 from .pipeline import Answer, DocumentSession
 from .presenters import Presenter
@@ -25,7 +24,8 @@ class RunOptions:
     """Everything a run needs besides its documents and questions.
 
     model/device/dtype/device_map: what to load (see :func:`snapkv_cli.models.loader.load_model`); settings: the
-    compression; generation: decoding and prefill chunking; pages/template/truncate: how documents become prompts;
+    compression; generation: decoding and prefill chunking; pages/max_document_mb (None: the library's limit)/
+    template/truncate: how documents are read and become prompts;
     doc_cache_mb: the on-disk document cache's cap in MB, or None when it is off.
     """
 
@@ -36,6 +36,7 @@ class RunOptions:
     settings: CompressionSettings = field(default_factory=CompressionSettings)
     generation: GenerationOptions = field(default_factory=GenerationOptions)
     pages: str | None = None
+    max_document_mb: float | None = None
     template: Template = field(default_factory=load_template)
     truncate: str | None = None
     doc_cache_mb: int | None = None
@@ -53,8 +54,10 @@ class Runner:
         self._doc_cache = None
 
     def read(self, path: str, *, stdin=None) -> Document:
-        """The document at ``path`` (``-``: stdin), with the options' page selection."""
-        return load_document(path, pages=self.options.pages, stdin=stdin)
+        """The document at ``path`` (``-``: stdin), with the options' page selection and size limit."""
+        limit = self.options.max_document_mb
+        return load_document(path, pages=self.options.pages, stdin=stdin,
+                             max_bytes=None if limit is None else int(limit * 2**20))
 
     @property
     def loaded(self):
@@ -106,9 +109,3 @@ class Runner:
         finally:
             self.presenter.close()
 
-
-def check_question(question: str) -> str:
-    """``question`` stripped; an empty one is a user error."""
-    if not question.strip():
-        raise UserError("the question is empty: give some text to ask")
-    return question.strip()

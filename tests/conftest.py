@@ -1,16 +1,41 @@
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from tests.helpers import RUN_ENVIRONMENT
+
 warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated.*", category=FutureWarning)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    """No test sees the developer's own snapkv settings (model, device, debug, document cache...)."""
+    for name in RUN_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def doc_cache_dir(monkeypatch, tmp_path):
+    """The document cache in this test's own directory (``SNAPKV_DOC_CACHE_DIR``)."""
+    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", str(tmp_path / "doc-cache"))
+    return tmp_path / "doc-cache"
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: the tiny model gains nothing from more, and on a busy machine their waits cost 50x
+    (3x for the default model)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")
 def llama():
-    from tiny_models import tiny_model
+    from tests.tiny_models import tiny_model
 
     return tiny_model("llama")
 
@@ -18,13 +43,13 @@ def llama():
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory):
     """A tiny Llama with a byte-level tokenizer and chat template, saved as a model directory."""
-    from tiny_models import save_tiny_model_dir
+    from tests.tiny_models import save_tiny_model_dir
 
     return str(save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama")))
 
 
 @pytest.fixture(scope="session")
 def short_context_model_path(tmp_path_factory):
-    from tiny_models import save_tiny_model_dir
+    from tests.tiny_models import save_tiny_model_dir
 
     return str(save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama-512"), max_position_embeddings=512))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from tiny_models import tiny_tokenizer
 from typer.testing import CliRunner
 
 from snapkv_cli.bench.accuracy import Outcome, overall, summarize
 from snapkv_cli.bench.tasks import TASKS, make_tasks
 from snapkv_cli.cli import app
+from tests.tiny_models import tiny_tokenizer
 
 
 @pytest.fixture(scope="module")

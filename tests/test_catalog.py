@@ -84,7 +84,7 @@ def test_too_long_prompt_names_the_longer_context_model(tiny_model_path):
 
 
 def test_default_prefill_chunk_per_model():
-    from tiny_models import FAMILY_CONFIGS
+    from tests.tiny_models import FAMILY_CONFIGS
 
     assert catalog.default_prefill_chunk("gemma3-270m", None) == catalog.by_name("gemma3-270m").prefill_chunk > 0
     assert catalog.default_prefill_chunk("smollm2", None) is None  # one pass: chunks raised its peak at 8k

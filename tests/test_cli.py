@@ -16,18 +16,19 @@ from pathlib import Path
 
 import pypdf
 import pytest
-from example_writer import make_examples
 import rich.console
 import torch
 from typer.testing import CliRunner
 
 import snapkv_cli
-import snapkv_cli.console
 import snapkv_cli.cli as cli
+import snapkv_cli.console
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
+from tests.example_writer import make_examples
+from tests.helpers import assert_user_error
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -53,12 +54,6 @@ runner = CliRunner()
 
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", dm.WHEEL_ENV):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory) -> dict[str, str]:
     """Small documents of every kind, good and bad."""
@@ -82,7 +77,7 @@ def docs(tmp_path_factory) -> dict[str, str]:
         "truncated.pdf": pdf[: len(pdf) // 2],
         "damaged.pdf": b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n",
         "blob.bin": b"\x00\x01\x02binary",
-        "blob": b"\xff\xfe\x00x",
+        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # a UTF-16 BOM would now be read as text
     }
     paths = {}
     for name, data in files.items():
@@ -111,18 +106,6 @@ def ask_json(*args: str, **kwargs) -> dict:
     assert result.stderr == ""
     assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
     return json.loads(result.stdout)
-
-
-def assert_user_error(result, *fragments: str, code: int = 1) -> str:
-    """One ``Error: ...`` line on stderr naming the fix, nothing on stdout, no traceback."""
-    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    assert result.stderr.startswith("Error: ") and result.stderr.endswith("\n")
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in result.stderr, (fragment, result.stderr)
-    return result.stderr
 
 
 def squash(text: str) -> str:
@@ -430,6 +413,8 @@ def test_models_list(tmp_path):
     ("notes.txt", QUESTION, ["--template", "nope"], ["unknown template 'nope'", "qa", "summary"]),
     ("notes.txt", QUESTION, ["--template", "/no/such/template.txt"], ["template file not found"]),
     ("notes.txt", QUESTION, ["--truncate", "both"], ["--truncate must be one of middle, start, end"]),
+    ("long.txt", QUESTION, ["--max-document-mb", "0.001"], ["over the 1.0 KB limit for documents",
+                                                            "--max-document-mb", "SNAPKV_MAX_DOCUMENT_MB"]),
     ("notes.txt", QUESTION, ["--dtype", "int3"], ["unknown dtype 'int3'", "float32"]),
     ("notes.txt", QUESTION, ["--device", "tpu"], ["unknown device 'tpu'", "cpu"]),
 ])
@@ -478,7 +463,7 @@ def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
 
 def test_too_short_fraction_budget(docs, tiny_model_path):
     assert_user_error(ask(docs["long.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.001"),
-                      "budget fraction 0.001", "raise the budget or shrink the window")
+                      "budget fraction 0.001 of a", "raise the budget or shrink the window")
 
 
 def test_debug_lets_the_exception_propagate(docs, tiny_model_path):

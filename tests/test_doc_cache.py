@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import prompt_ids, tiny_model
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
 from snapkv_cli import doc_cache as disk
-from snapkv_cli.engine import CompressionSettings
-from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.cli.errors import message
-from snapkv_cli.errors import InvalidValue, UserError
-from snapkv_cli.generation import build_prefix, generate_answer
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.errors import InvalidValue
+from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
+from tests.helpers import DigitTokenizer
+from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
 TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal and oiled the clockwork. "
@@ -33,15 +33,7 @@ QUESTION = "What is the coastguard code?"
 SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
 
 
-@pytest.fixture(autouse=True)
-def isolated(monkeypatch, tmp_path):
-    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_CACHE_DOCS", "SNAPKV_DOC_CACHE_MB"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", str(tmp_path / "doc-cache"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models: see tests/test_multi_question.py
-    yield tmp_path / "doc-cache"
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("doc_cache_dir", "one_thread")
 
 
 @pytest.fixture
@@ -63,17 +55,10 @@ def entries(directory) -> list:
     return disk.DocCache(directory).entries()
 
 
-class DigitTokenizer:
-    eos_token_id = None
-
-    def decode(self, ids, skip_special_tokens=True):
-        return " ".join(map(str, ids))
-
-
 # --------------------------------------------------------------------------- reuse and exactness
 
 
-def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path, isolated):
+def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path, doc_cache_dir):
     plain = runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--json", "--quiet"])
     fresh = json.loads(plain.stdout)
     (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
@@ -86,7 +71,7 @@ def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path
     assert second["doc_cache"]["bytes"] == os.path.getsize(first["doc_cache"]["path"])
     for key in ("answer", "prompt_tokens", "cache", "layers", "generated_tokens"):
         assert first[key] == second[key] == fresh[key], key
-    assert len(entries(isolated)) == 1
+    assert len(entries(doc_cache_dir)) == 1
     # the report says it on stderr too
     result = runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--cache-docs"])
     assert "loaded from the document cache" in result.stderr
@@ -99,7 +84,7 @@ def test_piped_document_with_the_question_alone(tiny_model_path):
     assert (first["doc_cache"]["status"], second["doc_cache"]["status"]) == ("stored", "hit")
 
 
-def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, isolated):
+def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, doc_cache_dir):
     args = ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--json", "--quiet"]
     on = runner.invoke(cli.app, args, env={"SNAPKV_CACHE_DOCS": "1"})
     assert json.loads(on.stdout)["doc_cache"]["status"] == "stored"
@@ -134,7 +119,7 @@ def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
 
 
 def test_document_template_and_model_changes_make_new_entries(notes, tiny_model_path, short_context_model_path,
-                                                              isolated, tmp_path):
+                                                              doc_cache_dir, tmp_path):
     base = [QUESTION, *SMALL]
     assert ask(notes, *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "stored"
     changed = tmp_path / "changed.txt"
@@ -144,7 +129,7 @@ def test_document_template_and_model_changes_make_new_entries(notes, tiny_model_
         "stored"
     assert ask(notes, *base, "--model", short_context_model_path)[0]["doc_cache"]["status"] == "stored"
     assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")[0]["doc_cache"]["status"] == "stored"
-    assert len(entries(isolated)) == 5
+    assert len(entries(doc_cache_dir)) == 5
     # each of them is found again
     assert ask(str(changed), *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "hit"
     assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")[0]["doc_cache"]["status"] == "hit"
@@ -226,7 +211,7 @@ def _rewrite(path, change):
 
     tensors, metadata = disk._read(path)
     change(tensors, metadata)
-    metadata["checksum"] = disk._checksum(tensors)
+    metadata["checksum"] = disk.DocCache(path.parent).signature(tensors, metadata)
     save_file(tensors, str(path), metadata=metadata)
 
 
@@ -289,13 +274,13 @@ def test_lru_eviction_respects_the_cap(tmp_path):
     assert cache.total_bytes() <= cache.max_bytes
 
 
-def test_prefix_larger_than_the_cap_is_not_stored(tiny_model_path, isolated):
+def test_prefix_larger_than_the_cap_is_not_stored(tiny_model_path, doc_cache_dir):
     field_notes = Path(__file__).parent.parent / "examples" / "field_notes.txt"  # about 2.4 MB of prefix KV here
     args = [str(field_notes), QUESTION, "--model", tiny_model_path, *SMALL]
     (first,) = ask(*args, env={"SNAPKV_DOC_CACHE_MB": "1"})
     assert first["doc_cache"]["status"] == "not_stored"
     assert "more than the cache cap of 1 MB" in first["doc_cache"]["reason"]
-    assert entries(isolated) == []
+    assert entries(doc_cache_dir) == []
     (second,) = ask(*args, "--cache-size", "8", env={"SNAPKV_DOC_CACHE_MB": "1"})  # the option wins
     assert second["doc_cache"]["status"] == "stored" and second["answer"] == first["answer"]
 
@@ -311,7 +296,7 @@ def test_sliding_window_models_are_not_stored(tmp_path):
 # --------------------------------------------------------------------------- snapkv cache list / clear
 
 
-def test_cache_list_and_clear(notes, tiny_model_path, isolated, tmp_path):
+def test_cache_list_and_clear(notes, tiny_model_path, doc_cache_dir, tmp_path):
     empty = runner.invoke(cli.app, ["cache", "list"])
     assert empty.exit_code == 0 and empty.stdout.startswith("0 cached document(s)")
     ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
@@ -323,18 +308,18 @@ def test_cache_list_and_clear(notes, tiny_model_path, isolated, tmp_path):
     lines = listing.stdout.splitlines()
     assert lines[0].split()[:3] == ["LAST", "USED", "SIZE"]
     assert lines[1].endswith(str(other)) and lines[2].endswith(notes)  # most recently used first
-    assert "2 cached document(s)" in lines[-1] and str(isolated) in lines[-1]
+    assert "2 cached document(s)" in lines[-1] and str(doc_cache_dir) in lines[-1]
     as_json = json.loads(runner.invoke(cli.app, ["cache", "list", "--json"]).stdout)
     assert len(as_json["entries"]) == 2 and as_json["total_bytes"] == sum(e["bytes"] for e in as_json["entries"])
     assert {e["document"] for e in as_json["entries"]} == {notes, str(other)}
     assert all(e["model"] == tiny_model_path and e["prefix_tokens"] > 0 for e in as_json["entries"])
-    old = disk.DocCache(isolated).entries()[0].path
+    old = disk.DocCache(doc_cache_dir).entries()[0].path
     os.utime(old, (time.time() - 3 * 86400, time.time() - 3 * 86400))
     cleared = runner.invoke(cli.app, ["cache", "clear", "--older-than", "2d"])
     assert cleared.exit_code == 0 and cleared.stdout.startswith("removed 1 cached document(s)")
-    assert not old.exists() and len(entries(isolated)) == 1
+    assert not old.exists() and len(entries(doc_cache_dir)) == 1
     assert runner.invoke(cli.app, ["cache", "clear"]).stdout.startswith("removed 1 cached document(s)")
-    assert entries(isolated) == []
+    assert entries(doc_cache_dir) == []
     bad = runner.invoke(cli.app, ["cache", "clear", "--older-than", "soon"])
     assert bad.exit_code == 1 and "--older-than must be a duration" in bad.stderr
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pypdf
 import pytest
-from example_writer import make_examples
 
 from snapkv_cli.documents import (
     Document,
@@ -22,6 +22,7 @@ from snapkv_cli.documents import (
     parse_page_spec,
 )
 from snapkv_cli.errors import UserError
+from tests.example_writer import make_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -272,11 +273,14 @@ def test_directory(tmp_path):
 
 def test_unreadable_file(tmp_path, monkeypatch):
     path = write(tmp_path, "secret.txt", "x")
+    real_open = os.open
 
-    def deny(self):
-        raise PermissionError(13, "Permission denied", str(self))
+    def deny(name, *args, **kwargs):  # tests may run as root, where chmod 000 does not stop reading
+        if name == path:
+            raise PermissionError(13, "Permission denied", name)
+        return real_open(name, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", deny)
+    monkeypatch.setattr(os, "open", deny)
     user_error("permission denied; check its permissions", path)
 
 
@@ -337,7 +341,7 @@ def test_unsupported_binary(tmp_path):
         "unsupported file type '.bin': give a PDF, .txt, .md or .html file",
         write(tmp_path, "blob.bin", b"\x00\x01\x02binary"),
     )
-    user_error("'(no extension)'", write(tmp_path, "blob", b"\xff\xfe\x00x"))
+    user_error("'(no extension)'", write(tmp_path, "blob", b"\x7fELF\x02\x01\x01\x00\x00\x00"))
 
 
 def test_pypdf_warnings_are_silenced(tmp_path, caplog):

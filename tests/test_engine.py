@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings as hypothesis_settings, strategies as st
-from tiny_models import FAMILIES, tiny_model, prompt_ids
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from transformers import DynamicCache
 
-from snapkv_cli import CompressionSettings, POLICY_NAMES, SnapKVCache, prepare
+from snapkv_cli import POLICY_NAMES, CompressionSettings, SnapKVCache, prepare
 from snapkv_cli.engine.attention import attention_probabilities
 from snapkv_cli.engine.families import attention_scaling, logit_softcap
+from tests.tiny_models import FAMILIES, prompt_ids, tiny_model
 
 
 def greedy_loop(model, input_ids, cache, new_tokens):

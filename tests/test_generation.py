@@ -4,19 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_models import prompt_ids, tiny_model
 
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
-
-
-class DigitTokenizer:
-    """Just enough of a tokenizer for generate_answer on tiny models."""
-
-    eos_token_id = None
-
-    def decode(self, ids, skip_special_tokens=True):
-        return " ".join(str(i) for i in ids)
+from tests.helpers import DigitTokenizer
+from tests.tiny_models import prompt_ids, tiny_model
 
 
 def run(model, ids, settings, **kwargs):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from example_writer import make_examples
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -26,11 +25,12 @@ from snapkv_cli.documents import load_document
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.inspection import Inspection, inspect_answer, token_texts
-from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.loader import load_model
 from snapkv_cli.prompting import load_template
 from snapkv_cli.views import heatmap, terminal
 from snapkv_cli.views import html as html_view
+from tests.example_writer import make_examples
+from tests.helpers import assert_user_error
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Who repaired the fog signal?"
@@ -55,12 +55,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", dm.WHEEL_ENV):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture(scope="module")
 def docs(tmp_path_factory) -> dict[str, str]:
     folder = tmp_path_factory.mktemp("inspect-docs")
@@ -80,7 +74,7 @@ def loaded(tiny_model_path):
 
 @pytest.fixture(scope="module")
 def long_context_model_path(tmp_path_factory):
-    from tiny_models import save_tiny_model_dir
+    from tests.tiny_models import save_tiny_model_dir
 
     return str(save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama-16k"), max_position_embeddings=16384))
 
@@ -100,15 +94,6 @@ def inspect_json(*args: str) -> dict:
     assert result.stderr == ""
     assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
     return json.loads(result.stdout)
-
-
-def assert_user_error(result, *fragments: str) -> None:
-    assert result.exit_code == 1, (result.stdout, result.stderr, result.exception)
-    assert result.stdout == ""
-    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
-    assert "Traceback" not in result.stderr
-    for fragment in fragments:
-        assert fragment in " ".join(result.stderr.split()), (fragment, result.stderr)
 
 
 def direct_run(loaded, doc: str, method: str = "snapkv", budget: int = 64, window: int = 8, *, pages=None,
@@ -227,7 +212,7 @@ def test_terminal_shades_by_share_of_pairs(docs, loaded):
     inspection.kept[:, :, 7] = True  # all pairs
     inspection.kept[0, :, 9] = True  # 2 of 6 pairs; all of layer 0
     view = terminal.build_view(inspection, full=True)
-    token = lambda p: inspection.tokens[p].replace(" ", "").replace("\n", "")  # noqa: E731
+    token = lambda p: inspection.tokens[p].replace(" ", "").replace("\n", "")
     # each level's legend swatch comes first, then the tokens
     assert _styled_text(view, terminal.LEVEL_STYLES[1]) == "≤20%" + token(5)
     assert _styled_text(view, terminal.LEVEL_STYLES[2]) == "≤40%" + token(9)

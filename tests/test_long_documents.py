@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from example_writer import make_examples
+from tests.example_writer import make_examples
 from typer.testing import CliRunner
 
 from snapkv_cli.bench.haystack import haystack

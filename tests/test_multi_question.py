@@ -35,21 +35,7 @@ QUESTIONS = ["Who repaired the fog signal?", "What is the station's coastguard c
 SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch, tmp_path):
-    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_CACHE_DOCS", "SNAPKV_DOC_CACHE_MB"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", str(tmp_path / "doc-cache"))
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: the tiny model gains nothing from more, and on a busy machine their waits cost 50x
-    (3x for the default model)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("doc_cache_dir", "one_thread")
 
 
 @pytest.fixture(scope="module")
@@ -255,6 +241,17 @@ def test_chat_ctrl_c_cancels_the_answer_and_goes_on(notes, tiny_model_path, monk
     assert "(answer cancelled)" in result.stderr
 
 
+def test_chat_prints_a_question_error_and_goes_on(notes, short_context_model_path):
+    """A question too long for the context is one ``Error:`` line; the next question is still answered."""
+    base = [notes, "--model", short_context_model_path, *SMALL]
+    expected = json.loads(ok("ask", notes, QUESTIONS[1], *base[1:], "--json", "--quiet").stdout)["answer"]
+    too_long = "Who repaired the fog signal? " * 40  # far beyond the 512-token context with the document
+    result = ok("chat", *base, input=f"{too_long}\n{QUESTIONS[1]}\n")
+    assert result.stdout == f"{expected}\n"
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "tokens but at most" in errors[0] and "--truncate" in errors[0]
+
+
 def test_chat_refuses_stdin_document(tiny_model_path):
     result = invoke("chat", "-", "--model", tiny_model_path, input="Who?\n")
     assert result.exit_code == 1 and "cannot come from stdin" in result.stderr
@@ -307,8 +304,8 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
     from rich.console import Console
 
     from snapkv_cli.cli.chat import run_chat
-    from snapkv_cli.presenters import ChatPresenter
-    from snapkv_cli.runner import RunOptions, Runner
+    from snapkv_cli.cli.presenters import ChatPresenter
+    from snapkv_cli.runner import Runner, RunOptions
 
     errors, answers = io.StringIO(), io.StringIO()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")

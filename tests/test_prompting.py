@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from snapkv_cli.documents import Document, Page
 from snapkv_cli.cli.errors import message as cli_message
+from snapkv_cli.documents import Document, Page
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.prompting import available_templates, build_prompt, load_template
-from tiny_models import tiny_tokenizer
+from tests.tiny_models import tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIELD_NOTES = (ROOT / "examples" / "field_notes.txt").read_text(encoding="utf-8")

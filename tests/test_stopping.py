@@ -4,7 +4,7 @@ base model's session applies it (completion-style template, stop strings, report
 from __future__ import annotations
 
 import pytest
-from tiny_models import prompt_ids, tiny_model
+from tests.tiny_models import prompt_ids, tiny_model
 
 from snapkv_cli.documents import Document, Page
 from snapkv_cli.engine import CompressionSettings
@@ -13,6 +13,7 @@ from snapkv_cli.models.loader import LoadedModel
 from snapkv_cli.pipeline import DocumentSession
 from snapkv_cli.prompting import load_template
 from snapkv_cli.stopping import BASE_MODEL_STOP, StopRule
+from tests.helpers import DigitTokenizer
 
 RULE = StopRule("test", ("\n\n", "\nQuestion:"))
 
@@ -43,13 +44,6 @@ def test_base_model_rule_covers_the_prompt_markers():
     answer = "smoked juniper."
     for tail in ("\n\n", "\nQuestion: x", "\nAnswer: y", "<document>", "</document>"):
         assert BASE_MODEL_STOP.cut(answer + tail) == (len(answer), BASE_MODEL_STOP.cut(answer + tail)[1])
-
-
-class DigitTokenizer:
-    eos_token_id = None
-
-    def decode(self, ids, skip_special_tokens=True):
-        return " ".join(str(i) for i in ids)
 
 
 def _generate(stop_strings=(), on_text=None, max_new_tokens=12):
@@ -91,7 +85,7 @@ def _loaded(base_model: bool, tokenizer, model) -> LoadedModel:
 @pytest.mark.parametrize("base_model", [True, False])
 def test_a_base_model_session_uses_the_completion_template_and_the_stop_rule(base_model):
     import transformers
-    from tiny_models import tiny_tokenizer
+    from tests.tiny_models import tiny_tokenizer
 
     tokenizer = tiny_tokenizer()
     config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96,

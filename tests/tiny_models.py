@@ -28,7 +28,7 @@ FAMILY_CONFIGS = {
 FAMILIES = tuple(FAMILY_CONFIGS)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_model(family: str = "llama", attn_implementation: str = "sdpa"):
     """A deterministic tiny causal LM of ``family`` in float32, eval mode. Cached: do not mutate it."""
     config = FAMILY_CONFIGS[family]()

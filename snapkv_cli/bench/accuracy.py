@@ -6,8 +6,8 @@ every key), so a cell costs a short question prefill and a few decoded tokens, n
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from ..documents import Document, Page
 from ..engine import CompressionSettings

@@ -33,7 +33,7 @@ class PeakRSS:
             self.bytes = max(self.bytes, current_rss_bytes())
             time.sleep(self.interval_s)
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.start = self.bytes = current_rss_bytes()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()

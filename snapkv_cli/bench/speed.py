@@ -8,8 +8,8 @@ the weights-only decode rate (an empty context, the floor no cache can beat) and
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached

@@ -7,8 +7,8 @@ of them. Lengths are measured with the model's own tokenizer so a "4k" task real
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from .haystack import haystack
 

@@ -7,11 +7,8 @@ drive :class:`snapkv_cli.runner.Runner` with a presenter from :mod:`snapkv_cli.p
 
 from __future__ import annotations
 
-from . import ask, cache, chat, inspect, models  # noqa: F401  (each registers its commands on the app)
+from . import ask, bench, cache, chat, inspect, models  # noqa: F401  (each registers its commands on the app)
 from .app import EXAMPLE, app
-from ..bench.cli import bench_app
-
-app.add_typer(bench_app, name="bench")
 
 __all__ = ["EXAMPLE", "app", "main"]
 

@@ -31,8 +31,8 @@ def ask(
 
     Several questions (-Q ... -Q ..., --questions FILE) share one prefill of the document.
     """
-    from ..presenters import AnswerPresenter
     from ..runner import Runner
+    from .presenters import AnswerPresenter
 
     document_path, asked = document_and_questions(inputs, questions, questions_file)
     runner = Runner(options, AnswerPresenter(console.stderr, quiet=output.quiet, as_json=output.as_json))

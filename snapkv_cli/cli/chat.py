@@ -33,8 +33,8 @@ def chat(
     output: Output,
 ) -> None:
     """Ask question after question about one document, read once: one question per line on stdin, Ctrl-D to leave."""
-    from ..presenters import ChatPresenter
     from ..runner import Runner
+    from .presenters import ChatPresenter
 
     if doc == "-":
         raise UserError("snapkv chat reads your questions from stdin, so the document cannot come from stdin: "

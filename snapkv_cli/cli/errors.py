@@ -13,8 +13,16 @@ import os
 import typer
 
 from .. import console
-from ..errors import (BudgetTooSmall, DeviceUnavailable, InvalidValue, ModelOutOfMemory, OutOfRange, PromptTooLong,
-                      UserError)
+from ..errors import (
+    BudgetTooSmall,
+    DeviceUnavailable,
+    DocumentTooLarge,
+    InvalidValue,
+    ModelOutOfMemory,
+    OutOfRange,
+    PromptTooLong,
+    UserError,
+)
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 
@@ -39,6 +47,9 @@ def message(error: UserError) -> str:
         return f"{FLAGS[error.what]} {str(error).removeprefix(error.what + ' ')}"
     if isinstance(error, DeviceUnavailable):
         return f"{error}; use --device cpu or auto"
+    if isinstance(error, DocumentTooLarge):
+        return (f"'{error.source}' is {error.size_text}, over the {error.limit_text} limit for documents; raise "
+                f"--max-document-mb (env {error.environment}) or give a smaller document")
     if isinstance(error, ModelOutOfMemory):
         return f"{error}; try a smaller --dtype (bfloat16, float16), another --device, or a smaller model"
     return str(error)

@@ -22,13 +22,18 @@ from .options import Output, run_options
 def inspect(
     inputs: list[str] = typer.Argument(..., metavar=ARGUMENTS,
                                        help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
-    answer: bool = typer.Option(False, "--answer", help="Also generate the answer (stdout, or \"answer\" in the JSON)."),
-    layer: Optional[int] = typer.Option(None, min=0, help="Show only this layer (terminal view; the HTML's first choice)."),
-    head: Optional[int] = typer.Option(None, min=0, help="Show only this KV head (terminal view, PNG; the HTML's first choice)."),
-    full: bool = typer.Option(False, "--full", help="Shade the whole prompt (paged on a terminal), not only the most-kept passages."),
+    answer: bool = typer.Option(
+        False, "--answer", help="Also generate the answer (stdout, or \"answer\" in the JSON)."),
+    layer: Optional[int] = typer.Option(
+        None, min=0, help="Show only this layer (terminal view; the HTML's first choice)."),
+    head: Optional[int] = typer.Option(
+        None, min=0, help="Show only this KV head (terminal view, PNG; the HTML's first choice)."),
+    full: bool = typer.Option(
+        False, "--full", help="Shade the whole prompt (paged on a terminal), not only the most-kept passages."),
     html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML view to this file."),
     png: Optional[Path] = typer.Option(None, "--png", help="Write a layers x positions heatmap to this PNG file."),
-    png_scores: bool = typer.Option(False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
+    png_scores: bool = typer.Option(
+        False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
     *,
     options,
     output: Output,
@@ -38,9 +43,9 @@ def inspect(
 
     from rich.console import Console
 
-    from ..presenters import ProgressPresenter
     from ..runner import Runner
     from ..views.atomic import check_writable
+    from .presenters import ProgressPresenter
 
     document_path, questions = document_and_questions(inputs)
     if len(questions) != 1:

@@ -36,7 +36,9 @@ def models_list(as_json: bool = typer.Option(False, "--json", help="Print JSON o
 
 @models_app.command("pull")
 @fail_cleanly
-def models_pull(name: Optional[str] = typer.Argument(None, help="Model to fetch [default: the default model].")) -> None:
+def models_pull(
+    name: Optional[str] = typer.Argument(None, help="Model to fetch (default: the default model)."),
+) -> None:
     """Fetch and convert a model now, so later runs need no network."""
     from ..models.catalog import find
     from ..models.loader import load_model

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
+from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
 from ..errors import InvalidValue, UserError
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
@@ -74,6 +76,8 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
     _option("seed", Optional[int], None, "--seed", panel=PROMPT_PANEL,
             help="Random seed (sampling, the random method)."),
     _option("pages", Optional[str], None, "--pages", panel=PROMPT_PANEL, help="PDF pages to read, e.g. 3-7,10."),
+    _option("max_document_mb", float, DEFAULT_MAX_DOCUMENT_MB, "--max-document-mb", min=0.001,
+            envvar=MAX_DOCUMENT_MB_ENV, panel=PROMPT_PANEL, help="Refuse documents bigger than this many MB."),
     _option("template", Optional[str], None, "--template", panel=PROMPT_PANEL,
             help="Prompt template name (in prompts/) or path."),
     _option("truncate", Optional[str], None, "--truncate", panel=PROMPT_PANEL,
@@ -117,13 +121,16 @@ def build_run_options(values: dict):
             method=values["method"], window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
             kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
             seed=values["seed"] if values["seed"] is not None else 0)
+    except UserError:
+        raise
     except ValueError as error:
         raise UserError(str(error)) from None
     generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
                                    seed=values["seed"], prefill_chunk=values["prefill_chunk"])
     return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                       device_map=values["device_map"], settings=settings, generation=generation,
-                      pages=values["pages"], template=template, truncate=truncate,
+                      pages=values["pages"], max_document_mb=values["max_document_mb"], template=template,
+                      truncate=truncate,
                       doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
 
 

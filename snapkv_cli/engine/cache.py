@@ -14,12 +14,11 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
-from transformers.cache_utils import DynamicCache
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from .attention import attention_probabilities
-from .layers import BufferedLayer
 from .families import attention_scaling, is_sliding_layer, logit_softcap, project_queries
+from .layers import BufferedLayer
 from .policies import POLICIES, LayerContext
 from .selection import gather_positions, select_kept_positions
 from .settings import CompressionSettings
@@ -237,7 +236,7 @@ class SnapKVCache(DynamicCache):
             self._deferring = False
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
 
-    def fork(self, settings: CompressionSettings | None = None) -> "SnapKVCache":
+    def fork(self, settings: CompressionSettings | None = None) -> SnapKVCache:
         """A cache that continues this uncompressed prefix (filled inside :meth:`deferred`) without changing it.
 
         The fork shares the prefix's tensors; continuing it (a question, then decoding) concatenates into new
@@ -292,7 +291,7 @@ class SnapKVCache(DynamicCache):
     @classmethod
     def from_prefix_state(cls, state: dict[str, torch.Tensor], config, window_size: int, *,
                           accumulate_attention: bool = False, device: torch.device | str | None = None
-                          ) -> "SnapKVCache":
+                          ) -> SnapKVCache:
         """The uncompressed prefix that :meth:`prefix_state` described, ready for :meth:`fork`.
 
         Each layer's tensors are popped from ``state`` as they are moved to ``device``, so at most one extra layer
@@ -301,13 +300,10 @@ class SnapKVCache(DynamicCache):
         settings = CompressionSettings(method="full", window_size=window_size, max_capacity_prompt=window_size + 1)
         cache = cls(settings=settings, config=config, accumulate_attention=accumulate_attention)
         for index, layer in enumerate(cache.layers):
-            def take(name: str) -> torch.Tensor:
-                return state.pop(f"layers.{index}.{name}").to(device)
-
-            layer.update(take("keys"), take("values"))
-            cache._pending[index] = PendingLayer(
-                window_queries=take("window_queries"), window_positions=take("window_positions"),
-                accumulated_attention=take("accumulated_attention") if accumulate_attention else None)
+            parts = {name: state.pop(f"layers.{index}.{name}").to(device)
+                     for name in cls.PREFIX_STATE_PARTS + (("accumulated_attention",) if accumulate_attention else ())}
+            layer.update(parts.pop("keys"), parts.pop("values"))
+            cache._pending[index] = PendingLayer(**parts)
         return cache
 
     @staticmethod

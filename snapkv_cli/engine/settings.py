@@ -5,7 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
+from ..errors import BudgetTooSmall
+
 POOLINGS = ("avgpool", "maxpool")
+# More tokens than any supported model's context: a fraction that keeps no more than the window even of this many
+# tokens cannot work with any model, so it is refused before a model is loaded.
+MAX_CONTEXT_TOKENS = 2**24
 
 GQA_AGGREGATIONS = ("mean", "max")
 
@@ -45,6 +50,9 @@ class CompressionSettings:
                     f"max_capacity_prompt {capacity} is neither a token count nor a fraction in (0, 1): "
                     "give e.g. 1024 or 0.1"
                 )
+            if math.ceil(capacity * MAX_CONTEXT_TOKENS) <= self.window_size:
+                raise BudgetTooSmall(capacity, math.ceil(capacity * MAX_CONTEXT_TOKENS), self.window_size,
+                                     MAX_CONTEXT_TOKENS)
         elif int(capacity) <= self.window_size:
             raise ValueError(
                 f"max_capacity_prompt ({int(capacity)}) must exceed window_size ({self.window_size}): "
@@ -72,10 +80,7 @@ class CompressionSettings:
             return prompt_length  # the whole prompt is the window: nothing to compress
         capacity = math.ceil(self.max_capacity_prompt * prompt_length)
         if capacity <= self.window_size:
-            raise ValueError(
-                f"budget fraction {self.max_capacity_prompt} of a {prompt_length}-token prompt is {capacity} tokens, "
-                f"not more than the window ({self.window_size}): raise the budget or shrink the window"
-            )
+            raise BudgetTooSmall(self.max_capacity_prompt, capacity, self.window_size, prompt_length)
         return capacity
 
     def as_dict(self) -> dict:

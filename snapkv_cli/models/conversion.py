@@ -66,7 +66,7 @@ def build_once(target: Path, gguf_sha256: str, obtain: ObtainGGUF, *, title: str
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise CacheNotWritable(parent, exc.strerror or str(exc), needed) from None
+        raise _not_writable(parent, exc, needed) from None
     waiting = f"Another snapkv process is setting up {title}; waiting for it..."
     with exclusive(parent / f".{target.name}.lock", waiting, say, needed):
         if is_complete(target, gguf_sha256):  # another process finished while we waited
@@ -89,16 +89,18 @@ def _build(target: Path, gguf_sha256: str, obtain: ObtainGGUF, title: str, info:
             work = Path(tempfile.mkdtemp(prefix=f".{target.name}.download-", dir=parent))
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=parent))
         except OSError as exc:
-            raise CacheNotWritable(parent, exc.strerror or str(exc), needed) from None
+            raise _not_writable(parent, exc, needed) from None
         try:
             gguf = obtain(work, say)
         except OSError as exc:  # writing the GGUF into the work directory (a full disk)
-            raise CacheNotWritable(parent, exc.strerror or str(exc), needed) from None
+            raise _not_writable(parent, exc, needed) from None
         say("Converting the GGUF to float32 safetensors (once; 15-60 s)...")
+        from safetensors import SafetensorError
+
         try:
             versions = convert_gguf(gguf, staging, say)
-        except OSError as exc:
-            raise CacheNotWritable(parent, exc.strerror or str(exc), needed) from None
+        except (OSError, SafetensorError) as exc:  # a full disk reaches us as SafetensorError from the writer
+            raise _not_writable(parent, exc, needed) from None
         marker = {**info, **versions, "gguf_sha256": gguf_sha256, "created_unix": int(time.time()),
                   "conversion_s": round(time.monotonic() - started, 1)}
         try:
@@ -109,7 +111,7 @@ def _build(target: Path, gguf_sha256: str, obtain: ObtainGGUF, title: str, info:
                 shutil.rmtree(target)
             os.rename(staging, target)
         except OSError as exc:
-            raise CacheNotWritable(parent, exc.strerror or str(exc), needed) from None
+            raise _not_writable(parent, exc, needed) from None
         staging = None
     finally:
         for leftover in (work, staging):
@@ -171,6 +173,10 @@ def _probe_ids(tokenizer) -> list[int]:
                                                 tokenize=True, return_dict=True)
         return list(encoded["input_ids"])
     return list(tokenizer(f"Question: {question}\nAnswer:")["input_ids"])
+
+
+def _not_writable(where: Path, exc: Exception, needed: str) -> CacheNotWritable:
+    return CacheNotWritable(where, getattr(exc, "strerror", None) or str(exc), needed, what="model cache")
 
 
 def _remove_stale_work_dirs(parent: Path, name: str) -> None:

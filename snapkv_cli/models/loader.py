@@ -14,6 +14,7 @@ import torch
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
 from snapkv_cli.models import catalog, local_gguf
 from snapkv_cli.models.hf_utils import quiet_transformers, set_hf_env, short_reason
+from snapkv_cli.paths import refuse_overlong
 
 set_hf_env()
 
@@ -129,6 +130,7 @@ def load_model(
         raw = name.strip()
         display = raw
         path = Path(raw).expanduser()
+        refuse_overlong(path)
         if raw.lower().endswith(".gguf"):
             if not path.is_file():
                 raise UserError(f"model path not found: {raw}; pass an existing .gguf file")

@@ -53,10 +53,10 @@ def binned(values: np.ndarray, columns: int = MAX_COLUMNS) -> np.ndarray:
 
 def draw(inspection: Inspection, *, scores: bool = False, head: int | None = None):
     """The matplotlib Figure (Agg canvas)."""
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import LogNorm, Normalize
     from matplotlib.figure import Figure
-    import matplotlib
 
     inspection.check_selection(head=head)
     values = cell_values(inspection, scores=scores, head=head)

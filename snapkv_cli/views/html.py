@@ -14,8 +14,8 @@ import html
 import json
 import os
 import re
+from collections.abc import Iterator
 from importlib import resources
-from typing import Iterator
 
 import numpy as np
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.style import Style
 from rich.table import Table
 from rich.text import Text
-from rich import box
 
 from ..inspection import Inspection
 

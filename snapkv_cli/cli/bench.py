@@ -1,4 +1,5 @@
-"""``snapkv bench accuracy|speed``: thin command wrappers over :mod:`.accuracy` and :mod:`.speed`."""
+"""``snapkv bench accuracy|speed``: thin command wrappers over :mod:`snapkv_cli.bench.accuracy` and
+:mod:`snapkv_cli.bench.speed`; the model options are the ones every command shares (:func:`.options.model_options`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from typing import Optional
 
 import typer
 
-from ..cli.errors import fail_cleanly
-from ..console import stderr
+from .. import console
 from ..defaults import CLI_DEFAULTS
+from .app import app
+from .errors import fail_cleanly
+from .options import model_options
 
 bench_app = typer.Typer(help="Measure accuracy retention and speed on this machine.", no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
 
 
 def _ints(text: str, what: str) -> tuple[int, ...]:
@@ -48,10 +52,10 @@ def machine_info(loaded) -> dict:
             "dtype": str(loaded.dtype).removeprefix("torch."), "model": loaded.name}
 
 
-def _load(model, device, dtype):
+def _load(options):
     from ..models.loader import load_model
 
-    return load_model(model, device=device, dtype=dtype)
+    return load_model(options.model, device=options.device, dtype=options.dtype, device_map=options.device_map)
 
 
 def _check_outputs(*paths: Optional[Path]) -> None:
@@ -73,6 +77,7 @@ def _write(path: Optional[Path], text: str) -> None:
 
 @bench_app.command("accuracy")
 @fail_cleanly
+@model_options
 def accuracy(
     methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help="Comma-separated methods."),
     budgets: str = typer.Option("128,256,512,1024,2048", help="Comma-separated budgets (tokens per head)."),
@@ -86,19 +91,18 @@ def accuracy(
     pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
     gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
     seed: int = typer.Option(0, help="Seed of the generated tasks."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL", help="Model [default model]."),
-    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE"),
-    dtype: str = typer.Option("auto"),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
     markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
     png: Optional[Path] = typer.Option(None, help="Write an accuracy-vs-budget plot to this PNG file."),
+    *,
+    options,
 ) -> None:
     """Accuracy and retention (accuracy / full-cache accuracy on the same samples) on synthetic long-context tasks."""
     from ..engine import POLICY_NAMES
     from ..prompting import load_template
-    from .accuracy import AccuracyPlan, run_accuracy, to_json
-    from .render import accuracy_plot, accuracy_rows, markdown_table, rich_table
-    from .tasks import TASKS
+    from ..bench.accuracy import AccuracyPlan, run_accuracy, to_json
+    from ..bench.render import accuracy_plot, accuracy_rows, markdown_table, rich_table
+    from ..bench.tasks import TASKS
 
     if quick:
         methods, budgets, lengths, tasks, samples = "full,snapkv,streamingllm", "256,1024", "2048", "single_needle", 3
@@ -108,11 +112,10 @@ def accuracy(
                         gqa_aggregation=gqa, seed=seed)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
     _check_outputs(markdown, png)
-    console = stderr
-    loaded = _load(model, device, dtype)
+    loaded = _load(options)
     done = 0
     total = len(plan.lengths) * len(plan.tasks) * plan.samples * len(plan.cells())
-    with console.status("Benchmarking...") as status:
+    with console.stderr.status("Benchmarking...") as status:
         def progress(outcome) -> None:
             nonlocal done
             done += 1
@@ -121,7 +124,7 @@ def accuracy(
 
         outcomes = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
     header, rows = accuracy_rows(outcomes)
-    console.print(rich_table(f"Accuracy ({loaded.name}, window {window}, {pooling} {kernel})", header, rows))
+    console.stderr.print(rich_table(f"Accuracy ({loaded.name}, window {window}, {pooling} {kernel})", header, rows))
     _write(markdown, markdown_table(header, rows))
     if png is not None:
         from ..views.atomic import atomic_output
@@ -134,32 +137,30 @@ def accuracy(
 
 @bench_app.command("speed")
 @fail_cleanly
+@model_options
 def speed(
     lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
     budgets: str = typer.Option("256,1024,2048", help="Comma-separated SnapKV budgets."),
     new_tokens: int = typer.Option(64, min=2, help="Tokens decoded per configuration."),
-    prefill_chunk: Optional[int] = typer.Option(None, min=1, help="Prefill in chunks of this many tokens."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="SNAPKV_MODEL", help="Model [default model]."),
-    device: str = typer.Option("auto", envvar="SNAPKV_DEVICE"),
-    dtype: str = typer.Option("auto"),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
     markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
+    *,
+    options,
 ) -> None:
     """Prefill time, decode rate, KV bytes and peak memory: weights-only, plain transformers, full and SnapKV."""
-    from .render import markdown_table, rich_table, speed_rows
-    from .speed import SpeedPlan, run_speed, to_json
+    from ..bench.render import markdown_table, rich_table, speed_rows
+    from ..bench.speed import SpeedPlan, run_speed, to_json
 
     plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"), new_tokens=new_tokens,
-                     chunk_size=prefill_chunk)
+                     chunk_size=options.generation.prefill_chunk)
     _check_outputs(markdown)
-    console = stderr
-    loaded = _load(model, device, dtype)
-    with console.status("Timing...") as status:
+    loaded = _load(options)
+    with console.stderr.status("Timing...") as status:
         rows = run_speed(loaded, plan, on_row=lambda row: status.update(
             f"{row.length} tok {row.method} {row.budget or ''}: {row.decode_tokens_per_s} tok/s"))
     header, table_rows = speed_rows(rows)
-    console.print(rich_table(f"Speed ({loaded.name}, {loaded.device}, {machine_info(loaded)['torch_threads']} threads)",
-                             header, table_rows))
+    threads = machine_info(loaded)["torch_threads"]
+    console.stderr.print(rich_table(f"Speed ({loaded.name}, {loaded.device}, {threads} threads)", header, table_rows))
     _write(markdown, markdown_table(header, table_rows))
     if as_json:
         sys.stdout.write(json.dumps(to_json(plan, rows, machine_info(loaded))) + "\n")

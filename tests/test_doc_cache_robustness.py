@@ -1,0 +1,465 @@
+"""The document cache on a damaged or hostile disk: it never costs a run and never trusts or deletes the wrong file.
+
+Forged entries of the wrong shape or dtype (signed correctly, so only the shape check can catch them) are misses;
+names and signatures are keyed (HMAC under the directory's secret); junk files never break ``cache list``,
+``cache clear``, ``evict()`` or ``store()``; a full disk, a read-only directory or a non-UTF-8 document name fall back
+with the reason; "stored" is never said of an entry that is gone; an entry is read through one open file and only
+the file that failed is deleted; the prefill chunk size is in the key; and two writers and a reader racing on the
+same and different keys never raise and never load a prefix that differs from a fresh prefill.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tests.tiny_models import prompt_ids, tiny_model
+from typer.testing import CliRunner
+
+import snapkv_cli.cli as cli
+from snapkv_cli import cache_secret
+from snapkv_cli import doc_cache as disk
+from snapkv_cli import tensor_file
+from snapkv_cli.generation import build_prefix
+
+runner = CliRunner()
+TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal. The station's coastguard code is "
+        "K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
+QUESTION = "What is the coastguard code?"
+SMALL = ["--max-new-tokens", "4", "--budget", "64", "--window", "16"]
+WINDOW = 8
+
+
+@pytest.fixture(autouse=True)
+def isolated(monkeypatch, tmp_path):
+    for name in ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_CACHE_DOCS", "SNAPKV_DOC_CACHE_MB"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", str(tmp_path / "doc-cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tmp_path / "doc-cache"
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def notes(tmp_path) -> str:
+    path = tmp_path / "notes.txt"
+    path.write_text(TEXT, encoding="utf-8")
+    return str(path)
+
+
+def ask(*args, env=None) -> dict:
+    result = runner.invoke(cli.app, ["ask", *args, "--cache-docs", "--json", "--quiet"], env=env)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    (line,) = result.stdout.splitlines()
+    return json.loads(line)
+
+
+def entry(index: int, length: int = 40, attention_sums: bool = False):
+    """(key, prefix ids, built prefix) of a tiny-Llama prefix."""
+    ids = prompt_ids(length, seed=500 + index)[0].tolist()
+    key = {"entry": index, "window_size": WINDOW, "attention_sums": attention_sums}
+    return key, ids, build_prefix(tiny_model("llama"), ids, WINDOW, accumulate_attention=attention_sums)
+
+
+def stored(cache: disk.DocCache, index: int, **options):
+    key, ids, prefix = entry(index, **options)
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    return key, ids, cache.path_for(key)
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in Path(directory).iterdir() if p.name.endswith(disk.SUFFIX)}
+
+
+def no_temporaries(directory: Path) -> bool:
+    return not [p for p in Path(directory).iterdir() if p.name.startswith(".tmp-") or p.name.endswith(".tmp")]
+
+
+def forge(cache: disk.DocCache, path: Path, change) -> None:
+    """Rewrite ``path`` with ``change(tensors)`` applied and a valid signature: only the shape checks can object."""
+    from safetensors.torch import save_file
+
+    tensors, metadata = disk._read(path)
+    change(tensors)
+    metadata["checksum"] = cache.signature(tensors, metadata)
+    save_file({name: t.contiguous() for name, t in tensors.items()}, str(path), metadata=metadata)
+
+
+# --------------------------------------------------------------------------- shapes, dtypes, keyed hashes
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda t: t.update({"layers.0.keys": t["layers.0.keys"][..., :3]}), "keys/values of shape (1, 2, 40, 3)"),
+    (lambda t: t.update({"layers.1.values": t["layers.1.values"][..., :3]}), "expected (1, 2, 40, 16)"),
+    (lambda t: t.update({"layers.2.window_queries": t["layers.2.window_queries"][:, :4]}),
+     "window queries of shape (1, 4, 8, 16), expected (1, 6, 8, 16)"),
+    (lambda t: t.update({"layers.0.values": t["layers.0.values"][None]}), "keys/values of shape (1, 1, 2, 40, 16)"),
+    (lambda t: t.update({"layers.1.window_positions": t["layers.1.window_positions"].int()}), "dtype torch.int32"),
+    (lambda t: t.update({"layers.0.window_queries": t["layers.0.window_queries"].double()}), "dtype torch.float64"),
+    (lambda t: t.update({"layers.2.accumulated_attention": t["layers.2.accumulated_attention"][:, :, :1]}),
+     "accumulated attention of shape (1, 2, 1, 40)"),
+    (lambda t: t.update({"layers.9.keys": t["layers.0.keys"].clone()}), "unexpected tensor names"),
+])
+def test_entries_of_the_wrong_shape_or_dtype_are_misses(tmp_path, change, reason):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0, attention_sums=True)
+    other_key, other_ids, _ = stored(cache, 1)
+    forge(cache, path, change)
+    before = snapshot(cache.directory)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "rebuilt" and lookup.cache is None
+    assert reason in lookup.reason, lookup.reason
+    assert not path.exists()  # validated as bad: removed
+    after = snapshot(cache.directory)
+    assert after == {name: data for name, data in before.items() if name != path.name}  # the others intact
+    assert cache.load(other_key, other_ids, tiny_model("llama")).status == "hit"
+
+
+def test_names_and_signatures_are_keyed(tmp_path):
+    first, second = disk.DocCache(tmp_path / "a"), disk.DocCache(tmp_path / "b")
+    key, ids, path = stored(first, 0)
+    assert path.name != disk.key_digest(key) + disk.SUFFIX  # not guessable from the key alone
+    assert second.path_for(key).name != path.name  # another directory, another secret, another name
+    secret = first.directory / cache_secret.SECRET_NAME
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_bytes()) == 32
+    # an entry signed without the secret (the old plain SHA-256 checksum) is refused
+    tensors, metadata = disk._read(path)
+    import hashlib
+
+    metadata["checksum"] = hashlib.sha256(b"".join(t.numpy().tobytes() for t in tensors.values())).hexdigest()
+    from safetensors.torch import save_file
+
+    save_file(tensors, str(path), metadata=metadata)
+    lookup = first.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "rebuilt" and "checksum mismatch" in lookup.reason
+    # an entry copied from a directory with another secret is refused too
+    stored(second, 0)
+    os.replace(second.path_for(key), path)
+    assert first.load(key, ids, tiny_model("llama")).status == "rebuilt"
+    assert first.load(key, ids, tiny_model("llama")).status == "miss"  # it was removed; nothing else touched
+
+
+def test_a_damaged_secret_is_a_miss_with_the_reason(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, _ = stored(cache, 0)
+    (cache.directory / cache_secret.SECRET_NAME).write_bytes(b"short")
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "miss" and "is damaged" in lookup.reason
+    stored_, reason, _ = cache.store(*entry(1))
+    assert not stored_ and "is damaged" in reason
+
+
+# --------------------------------------------------------------------------- junk in the directory
+
+
+def junk_files(directory: Path) -> list[str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    header = json.dumps([1, 2, 3]).encode()
+    files = {
+        "list-header.safetensors": len(header).to_bytes(8, "little") + header,
+        "empty.safetensors": b"",
+        "garbage.safetensors": bytes(range(256)) * 3,
+    }
+    metadata = {"__metadata__": {"created": "yesterday", "key": json.dumps({"model": "not a dict",
+                                                                           "prefix_tokens": "many"}),
+                                 "document": "caf\udce9.txt".encode("utf-8", "surrogatepass").decode("utf-8",
+                                                                                                     "replace")}}
+    header = json.dumps(metadata).encode()
+    files["bad-metadata.safetensors"] = len(header).to_bytes(8, "little") + header
+    deep = ("[" * 100_000).encode()
+    files["deep.safetensors"] = len(deep).to_bytes(8, "little") + deep
+    for name, data in files.items():
+        (directory / name).write_bytes(data)
+    (directory / "a-directory.safetensors").mkdir()
+    raw = os.fsencode(str(directory)) + b"/caf\xe9-\xff.safetensors"  # a name that is not UTF-8
+    with open(raw, "wb") as file:
+        file.write(b"\x00" * 16)
+    return [*files, os.fsdecode(raw)]
+
+
+def test_junk_files_never_break_list_clear_evict_or_store(tmp_path, isolated):
+    cache = disk.DocCache(isolated)
+    good = stored(cache, 0)
+    junk_files(isolated)
+    listing = runner.invoke(cli.app, ["cache", "list"])
+    assert listing.exit_code == 0, (listing.stderr, listing.exception)
+    assert "7 cached document(s)" in listing.stdout and "(unreadable)" in listing.stdout
+    as_json = runner.invoke(cli.app, ["cache", "list", "--json"])
+    assert as_json.exit_code == 0, (as_json.stderr, as_json.exception)
+    entries = json.loads(as_json.stdout)["entries"]
+    assert len(entries) == 7 and sum(e["created"] is not None for e in entries) == 1  # the good one
+    assert any(e["file"] == "caf\\xe9-\\xff.safetensors" for e in entries)
+    junk = next(e for e in entries if e["file"] == "bad-metadata.safetensors")
+    assert (junk["model"], junk["prefix_tokens"], junk["created"]) == (None, None, None)
+    assert cache.evict() == []  # under the cap: nothing to do, and no error
+    ok, reason, _ = cache.store(*entry(1))
+    assert ok, reason
+    assert cache.load(*good[:2], tiny_model("llama")).status == "hit"
+    small = disk.DocCache(isolated, max_bytes=good[2].stat().st_size + 64)
+    small.evict(keep=good[2])
+    assert good[2].exists()  # kept; the rest (junk included) went to make room
+    cleared = runner.invoke(cli.app, ["cache", "clear"])
+    assert cleared.exit_code == 0 and cleared.stdout.startswith("removed"), (cleared.stderr, cleared.exception)
+    assert [p.name for p in isolated.iterdir() if p.name.endswith(disk.SUFFIX)] == ["a-directory.safetensors"]
+
+
+# --------------------------------------------------------------------------- a disk that fails
+
+
+def failing_save(error: Exception):
+    """A ``save_file`` that writes part of the file, then fails as a full disk does."""
+
+    def save_file(tensors, filename, metadata=None):
+        with open(filename, "wb") as file:
+            file.write(b"\x00" * 1000)
+        raise error
+
+    return save_file
+
+
+@pytest.mark.parametrize("error", [
+    pytest.param("safetensor", id="SafetensorError"),
+    pytest.param(OSError(28, "No space left on device"), id="ENOSPC"),
+])
+def test_a_full_disk_is_not_stored_with_the_reason(tmp_path, monkeypatch, error):
+    from safetensors import SafetensorError
+
+    error = SafetensorError("Error while serializing: IoError(No space left on device)") \
+        if error == "safetensor" else error
+    cache = disk.DocCache(tmp_path / "docs")
+    stored(cache, 0)
+    before = snapshot(cache.directory)
+    monkeypatch.setattr("safetensors.torch.save_file", failing_save(error))
+    ok, reason, size = cache.store(*entry(1))
+    assert not ok and size > 0 and "No space left on device" in reason and type(error).__name__ in reason
+    assert snapshot(cache.directory) == before and no_temporaries(cache.directory)
+
+
+def test_a_full_disk_does_not_cost_the_run(notes, tiny_model_path, isolated, monkeypatch):
+    from safetensors import SafetensorError
+
+    first = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    before = snapshot(isolated)
+    monkeypatch.setattr("safetensors.torch.save_file", failing_save(SafetensorError("No space left on device")))
+    other = Path(notes).with_name("other.txt")
+    other.write_text(TEXT.replace("K-4417", "K-9"), encoding="utf-8")
+    report = ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
+    assert report["doc_cache"]["status"] == "not_stored" and "No space left" in report["doc_cache"]["reason"]
+    assert report["prefix"]["source"] == "prefill" and report["generated_tokens"] > 0
+    assert snapshot(isolated) == before and no_temporaries(isolated)
+    assert ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)["answer"] == first["answer"]
+
+
+def read_only(monkeypatch, directory: Path) -> None:
+    """Make ``directory`` behave as read-only (tests may run as root, where chmod does not stop writes)."""
+    import tempfile
+
+    def refuse(*_args, **_kwargs):
+        raise OSError(30, "Read-only file system")
+
+    real_unlink, real_mkstemp, real_open = os.unlink, tempfile.mkstemp, open
+
+    def unlink(path, *args, **kwargs):
+        if Path(path).parent == directory:
+            refuse()
+        return real_unlink(path, *args, **kwargs)
+
+    def mkstemp(*args, dir=None, **kwargs):
+        if dir is not None and Path(dir) == directory:
+            refuse()
+        return real_mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: unlink(self))
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+
+
+def test_a_read_only_directory_with_a_corrupt_entry(notes, tiny_model_path, isolated, monkeypatch):
+    first = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    path = Path(first["doc_cache"]["path"])
+    path.write_bytes(path.read_bytes()[:1000])  # truncated
+    read_only(monkeypatch, isolated)
+    report = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    assert report["answer"] == first["answer"] and report["prefix"]["source"] == "prefill"
+    assert report["doc_cache"]["status"] == "not_stored" and "Read-only file system" in report["doc_cache"]["reason"]
+    assert path.exists()
+    cache = disk.DocCache(isolated)
+    lookup = cache.load(json.loads(disk._read_metadata(path).get("key", "{}")) or {"x": 1}, [1], tiny_model("llama"))
+    assert lookup.status in ("rebuilt", "miss")  # no exception
+    assert runner.invoke(cli.app, ["cache", "clear"]).exit_code == 0  # nothing removable: still no error
+
+
+def test_a_document_name_that_is_not_utf8(tmp_path, tiny_model_path, isolated):
+    raw = os.fsencode(str(tmp_path)) + b"/caf\xe9.txt"
+    with open(raw, "wb") as file:
+        file.write(TEXT.encode())
+    name = os.fsdecode(raw)
+    report = ask(name, QUESTION, "--model", tiny_model_path, *SMALL)
+    assert report["doc_cache"]["status"] == "stored" and report["document"].endswith("caf\\xe9.txt")
+    listing = runner.invoke(cli.app, ["cache", "list"])
+    assert listing.exit_code == 0 and "caf\\xe9.txt" in listing.stdout
+    html = tmp_path / "view.html"
+    result = runner.invoke(cli.app, ["inspect", name, QUESTION, "--model", tiny_model_path, "--budget", "64",
+                                     "--window", "16", "--html", str(html), "--quiet"])
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert "caf\\xe9.txt" in html.read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the cap
+
+
+def test_stored_is_never_said_of_an_entry_that_is_gone(tmp_path):
+    probe = disk.DocCache(tmp_path / "probe")
+    key, ids, path = stored(probe, 0)
+    file_size = path.stat().st_size
+    tensor_bytes = file_size - 8 - int.from_bytes(path.read_bytes()[:8], "little")
+    # a cap between the tensors' bytes and the file's: the entry cannot stay, so it is not stored
+    cache = disk.DocCache(tmp_path / "docs", max_bytes=tensor_bytes + 10)
+    ok, reason, size = cache.store(*entry(0))
+    assert not ok and "more than the cache cap" in reason and size == file_size
+    assert snapshot(cache.directory) == {} and no_temporaries(cache.directory)
+    # a cap of exactly one file: each new entry evicts the previous one and is there when "stored" is said
+    cache = disk.DocCache(tmp_path / "one", max_bytes=file_size)
+    for index in range(3):
+        key, ids, prefix = entry(index)
+        ok, reason, _ = cache.store(key, ids, prefix)
+        assert ok, reason
+        assert cache.path_for(key).exists() and len(cache.entries()) == 1
+
+
+# --------------------------------------------------------------------------- one file, and only the bad one deleted
+
+
+def test_header_and_data_come_from_the_one_file_that_was_opened(tmp_path, monkeypatch):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    other_key, other_ids, other_path = stored(cache, 1)
+    real_read_header = tensor_file.read_header
+
+    def read_header_then_swap(file):
+        result = real_read_header(file)
+        os.replace(other_path, path)  # a writer renames another file into place mid-read
+        return result
+
+    monkeypatch.setattr(tensor_file, "read_header", read_header_then_swap)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "hit", lookup.reason  # everything came from the file we opened: consistent
+    fresh = disk.export_prefix(entry(0)[2], ids)
+    loaded = disk.export_prefix(lookup.cache, ids)
+    assert all(torch.equal(fresh[name], loaded[name]) for name in fresh)
+
+
+def test_a_file_replaced_after_it_failed_validation_is_not_deleted(tmp_path, monkeypatch):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    good = path.read_bytes()
+    path.write_bytes(good[:-10] + bytes(10))  # damaged: its signature will not match
+    real_validate = disk._validate
+
+    def validate_while_a_writer_repairs(*args):
+        replacement = path.with_name(".tmp-good")
+        replacement.write_bytes(good)
+        os.replace(replacement, path)  # another process stores a good entry before we delete the bad one
+        return real_validate(*args)
+
+    monkeypatch.setattr(disk, "_validate", validate_while_a_writer_repairs)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "rebuilt" and "checksum mismatch" in lookup.reason
+    assert path.read_bytes() == good  # not ours to delete
+    monkeypatch.setattr(disk, "_validate", real_validate)
+    assert cache.load(key, ids, tiny_model("llama")).status == "hit"
+
+
+# --------------------------------------------------------------------------- the prefill chunk
+
+
+def test_the_prefill_chunk_is_part_of_the_key(notes, tiny_model_path, isolated):
+    from snapkv_cli.models.loader import load_model
+    from snapkv_cli.prompting import load_template
+
+    loaded = load_model(tiny_model_path, device="cpu")
+    ids = list(range(5, 45))
+    key = lambda chunk: disk.prefix_key(loaded, load_template(), ids, 16, False, prefill_chunk=chunk)  # noqa: E731
+    assert key(None) == key(40) == key(1000)  # a chunk as long as the prefix is one pass
+    assert len({disk.key_digest(key(c)) for c in (None, 7, 16)}) == 3
+    one_pass = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    chunked = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL, "--prefill-chunk", "7")
+    assert (one_pass["doc_cache"]["status"], chunked["doc_cache"]["status"]) == ("stored", "stored")
+    again = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL, "--prefill-chunk", "7")
+    assert again["doc_cache"]["status"] == "hit" and again["doc_cache"]["path"] == chunked["doc_cache"]["path"]
+    assert again["answer"] == chunked["answer"] and again["layers"] == chunked["layers"]
+    assert len(disk.DocCache(isolated).entries()) == 2
+
+
+# --------------------------------------------------------------------------- two writers and a reader
+
+RACE_SECONDS = 3.0
+RACE_KEYS = 3
+
+
+def _race_worker(role: str, directory: str, cap: int, seed: int, start, results) -> None:
+    """Store (writer) or load (reader) the race's keys for RACE_SECONDS once all workers are ready; report counts
+    or the exception."""
+    import random
+    import traceback
+
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        cache = disk.DocCache(directory, max_bytes=cap)
+        model = tiny_model("llama")
+        prefixes = [entry(index) for index in range(RACE_KEYS)]
+        fresh = [disk.export_prefix(prefix, ids) for _, ids, prefix in prefixes]
+        chooser = random.Random(seed)
+        counts = {"stored": 0, "not_stored": 0, "hit": 0, "miss": 0, "rebuilt": 0, "mismatch": 0}
+        start.wait(timeout=300)  # everyone imported and built: race from now on
+        deadline = time.time() + RACE_SECONDS
+        while time.time() < deadline:
+            index = chooser.randrange(RACE_KEYS)
+            key, ids, prefix = prefixes[index]
+            if role == "writer":
+                ok, _reason, _ = cache.store(key, ids, prefix)
+                counts["stored" if ok else "not_stored"] += 1
+                continue
+            lookup = cache.load(key, ids, model)
+            counts[lookup.status] += 1
+            if lookup.cache is not None:
+                loaded = disk.export_prefix(lookup.cache, ids)
+                counts["mismatch"] += not all(torch.equal(loaded[n], fresh[index][n]) for n in fresh[index])
+        results.put((role, counts, None))
+    except BaseException:  # noqa: BLE001 - the test reports it
+        results.put((role, None, traceback.format_exc()))
+
+
+def test_two_writers_and_a_reader_race_without_errors_or_wrong_prefixes(tmp_path):
+    directory = tmp_path / "race"
+    probe = disk.DocCache(tmp_path / "probe")
+    size = stored(probe, 0)[2].stat().st_size
+    cap = int(2.5 * size)  # room for two of the three keys: eviction runs all the time
+    context = multiprocessing.get_context("spawn")
+    results, start = context.Queue(), context.Barrier(3)
+    workers = [context.Process(target=_race_worker, args=(role, str(directory), cap, seed, start, results))
+               for seed, role in enumerate(("writer", "writer", "reader"))]
+    for worker in workers:
+        worker.start()
+    reports = [results.get(timeout=400) for _ in workers]
+    for worker in workers:
+        worker.join(timeout=30)
+    errors = [error for _, _, error in reports if error]
+    assert not errors, "\n".join(errors)
+    reader = next(counts for role, counts, _ in reports if role == "reader")
+    writers = [counts for role, counts, _ in reports if role == "writer"]
+    assert reader["mismatch"] == 0 and reader["hit"] > 0, reader
+    assert all(counts["stored"] > 0 for counts in writers), writers
+    assert no_temporaries(directory) or all(p.stat().st_mtime > time.time() - 60 for p in directory.iterdir()
+                                            if p.name.startswith(".tmp-"))
+    assert disk.DocCache(directory, max_bytes=cap).total_bytes() <= cap
