@@ -10,11 +10,13 @@ tokens/s, the KV bytes the cache holds after the prefill, the peak RSS during th
 
 Usage (heavy: run under the shared lock)::
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python docs/long_cost_bench.py --model gemma3-270m \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python docs/long_cost_bench.py --model gemma3-270m --threads 1 \
         --lengths 1024,2048,4096,8192,16384,32768 --budgets 256,1024,2048 --out docs/results/long_cost.json
     .venv/bin/python docs/long_cost_bench.py --plot docs/results/long_cost.json --png docs/long_cost_curves.png \
         --markdown docs/results/long_cost.md
 
+On a shared 2-core machine, one intra-op thread is steadier (and there faster: with two, every operator waits for a
+second thread the scheduler may not run; a decode step took 12x longer); each run records the load average.
 ``--plot`` only reads a results file: log-log plots, a table, and the growth exponents (least-squares slope of
 log cost against log length) over 4k-32k, where the constant costs no longer dominate.
 """
@@ -32,11 +34,16 @@ import time
 from pathlib import Path
 
 
-def measure(model: str, length: int, method: str, budget: int | None, new_tokens: int, chunk: int | None) -> dict:
+def measure(model: str, length: int, method: str, budget: int | None, new_tokens: int, chunk: int | None,
+            threads: int | None) -> dict:
     from snapkv_cli.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()
     import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    load_before = os.getloadavg()[0]
 
     from snapkv_cli.bench.memory import PeakRSS, current_rss_bytes
     from snapkv_cli.bench.speed import prose_ids
@@ -72,7 +79,8 @@ def measure(model: str, length: int, method: str, budget: int | None, new_tokens
         "kv_bytes_before": summary["bytes_before"], "kv_bytes_after": summary["bytes_after"],
         "rss_before_prefill": rss_before, "peak_rss": peak.bytes,
         "ru_maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "torch_threads": torch.get_num_threads(),
+        "torch_threads": torch.get_num_threads(), "load_average_before": round(load_before, 2),
+        "load_average_after": round(os.getloadavg()[0], 2),
     }
 
 
@@ -98,6 +106,8 @@ def run_all(args) -> None:
                    "--new-tokens", str(args.new_tokens)]
         if args.prefill_chunk is not None:
             command += ["--prefill-chunk", str(args.prefill_chunk)]
+        if args.threads is not None:
+            command += ["--threads", str(args.threads)]
         proc = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
         if proc.returncode != 0:
             print(f"{length} {method} {budget}: failed\n{proc.stderr[-3000:]}", file=sys.stderr, flush=True)
@@ -189,6 +199,7 @@ def main() -> None:
     parser.add_argument("--budgets", default="256,1024,2048")
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--prefill-chunk", type=int, default=None, help="default: the model's default chunk")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path, help="plot a results file instead of running")
     parser.add_argument("--png", type=Path, default=Path("docs/long_cost_curves.png"))
@@ -200,7 +211,7 @@ def main() -> None:
     elif args.one:
         length, method, budget = args.one.split(":")
         print(json.dumps(measure(args.model, int(length), method, int(budget) or None, args.new_tokens,
-                                 args.prefill_chunk)), flush=True)
+                                 args.prefill_chunk, args.threads)), flush=True)
     else:
         run_all(args)
 

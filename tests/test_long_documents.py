@@ -22,8 +22,9 @@ FACT = "The secret ingredient of the lighthouse keeper's stew is smoked juniper.
 QUESTION = "What is the secret ingredient of the lighthouse keeper's stew?"
 
 
-def long_pdf(path, pages: int = 14, paragraphs_per_page: int = 6, fact_page: int = 8):
-    """A PDF of ``pages`` pages of prose with the fact as a paragraph of page ``fact_page``."""
+def long_pdf(path, pages: int = 17, paragraphs_per_page: int = 6, fact_page: int = 9):
+    """A PDF of ``pages`` pages of prose (20 physical pages, about 9.5k Gemma tokens) with the fact as a paragraph
+    of page ``fact_page``."""
     prose = haystack(pages * paragraphs_per_page, seed=14)
     texts = []
     for number in range(pages):
