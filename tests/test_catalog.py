@@ -102,3 +102,35 @@ def test_session_applies_the_default_chunk_unless_one_is_given(tiny_model_path):
     given = DocumentSession(loaded, document, CompressionSettings(), load_template("qa"),
                             generation=GenerationOptions(prefill_chunk=300))
     assert given.generation.prefill_chunk == 300
+
+
+def test_chunked_prefill_bounds_the_attention_masks_of_a_sliding_window_model(monkeypatch):
+    """What the per-model chunk is for: a one-pass prefill hands SDPA a dense prompt x prompt sliding-window mask
+    (5 bytes per entry once SDPA makes it float); in chunks every mask has at most a chunk's rows."""
+    import torch
+
+    from snapkv_cli.generation import generate_answer
+    from tests.helpers import DigitTokenizer
+    from tests.tiny_models import prompt_ids, tiny_model
+
+    model = tiny_model("gemma3_text")  # layers: full, sliding (window 24), full
+    ids = prompt_ids(300, seed=5)[0].tolist()
+    masks: list[tuple[int, ...]] = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(query, key, value, attn_mask=None, **kwargs):
+        if attn_mask is not None:
+            masks.append(tuple(attn_mask.shape[-2:]))
+        return original(query, key, value, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    settings = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=64, kernel_size=5)
+    one_pass = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=1))
+    assert (300, 300) in masks  # the dense sliding mask of a one-pass prefill
+    masks.clear()
+    chunked = generate_answer(model, DigitTokenizer(), ids, settings,
+                              GenerationOptions(max_new_tokens=1, prefill_chunk=64))
+    assert masks and max(rows for rows, _ in masks) <= 64
+    assert chunked.generated_ids == one_pass.generated_ids
+    for layer, record in one_pass.cache.records.items():
+        assert torch.equal(record.kept_positions, chunked.cache.records[layer].kept_positions)
