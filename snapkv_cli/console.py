@@ -14,6 +14,7 @@ from .errors import UserError
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 
+
 class PlainStatus(Status):
     """A spinner whose messages are plain text: progress names paths and models, which may look like Rich markup
     (``--model './models/my[/]model'``)."""
