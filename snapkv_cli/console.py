@@ -10,7 +10,6 @@ from rich.status import Status
 from rich.text import Text
 
 
-
 class PlainStatus(Status):
     """A spinner whose messages are plain text: progress names paths and models, which may look like Rich markup
     (``--model './models/my[/]model'``)."""
