@@ -64,7 +64,8 @@ class DocumentSession:
 
     def __init__(self, loaded: LoadedModel, document: Document, settings: CompressionSettings, template: Template, *,
                  generation: GenerationOptions = GenerationOptions(), truncate: str | None = None, doc_cache=None,
-                 share_prefix: bool = True, on_progress: Callable[[str], None] | None = None):
+                 share_prefix: bool = True, attention_sums: bool | None = None,
+                 on_progress: Callable[[str], None] | None = None):
         try:
             check_supported(loaded.model.config)
         except ValueError as error:
@@ -76,6 +77,10 @@ class DocumentSession:
             generation = replace(generation, prefill_chunk=default_prefill_chunk(loaded.name, loaded.model.config))
         self.generation, self.truncate, self.doc_cache = generation, truncate, doc_cache
         self.share_prefix = share_prefix or doc_cache is not None
+        # attention sums over every prefix query, for H2O: as the session's method needs, or for questions asked
+        # with other settings (a benchmark that asks with several methods)
+        self.attention_sums = POLICIES[settings.method].accumulates_attention if attention_sums is None \
+            else attention_sums
         self.on_progress = on_progress or (lambda _message: None)
         self.prefix: SharedPrefix | None = None
         self.asked = 0
@@ -107,10 +112,6 @@ class DocumentSession:
         self.prefix = self._obtain(prefix_ids)
         return self.prefix, True
 
-    def _accumulates_attention(self) -> bool:
-        """Whether the prefix keeps attention sums over every query (H2O needs them)."""
-        return POLICIES[self.settings.method].accumulates_attention
-
     def _obtain(self, prefix_ids: list[int]) -> SharedPrefix:
         from . import doc_cache as disk
 
@@ -118,7 +119,7 @@ class DocumentSession:
         key = None
         if self.doc_cache is not None:
             key = disk.prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
-                                  self._accumulates_attention(), prefill_chunk=self.generation.prefill_chunk)
+                                  self.attention_sums, prefill_chunk=self.generation.prefill_chunk)
             self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
             lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
             status = replace(status, status=lookup.status, reason=lookup.reason, path=str(lookup.path))
@@ -129,7 +130,7 @@ class DocumentSession:
         synchronize(self.loaded.device)
         started = time.perf_counter()
         cache = build_prefix(self.loaded.model, prefix_ids, self.settings.window_size,
-                             accumulate_attention=self._accumulates_attention(),
+                             accumulate_attention=self.attention_sums,
                              chunk_size=self.generation.prefill_chunk)
         synchronize(self.loaded.device)
         seconds = time.perf_counter() - started
