@@ -11,7 +11,7 @@ tokens/s, the KV bytes the cache holds after the prefill, the peak RSS during th
 Usage (heavy: run under the shared lock)::
 
     flock /tmp/snapkv-heavy.lock .venv/bin/python docs/long_cost_bench.py --model gemma3-270m --threads 1 \
-        --lengths 1024,2048,4096,8192,16384,32768 --budgets 256,1024,2048 --out docs/results/long_cost.json
+        --lengths 1024,2048,4096,8192,16384,32768 --budgets 1024,256,2048 --out docs/results/long_cost.json
     .venv/bin/python docs/long_cost_bench.py --plot docs/results/long_cost.json --png docs/long_cost_curves.png \
         --markdown docs/results/long_cost.md
 
@@ -85,10 +85,15 @@ def measure(model: str, length: int, method: str, budget: int | None, new_tokens
 
 
 def configurations(lengths: list[int], budgets: list[int]) -> list[tuple[int, str, int | None]]:
+    """Full and the first budget at every length first, then the other budgets: an interrupted run (resumed from
+    ``--out``) has the main comparison complete."""
+    first, rest = budgets[:1], budgets[1:]
     runs = []
-    for length in lengths:
-        runs.append((length, "full", None))
-        runs += [(length, "snapkv", budget) for budget in budgets if budget < length]
+    for group in (first, rest):
+        for length in lengths:
+            if group is first:
+                runs.append((length, "full", None))
+            runs += [(length, "snapkv", budget) for budget in group if budget < length]
     return runs
 
 
