@@ -182,6 +182,21 @@ def test_pyramidkv_budgets_shrink_with_depth_and_keep_the_mean():
     assert abs(sum(budgets) / 30 - 1024) <= 1
 
 
+def test_pyramidkv_budgets_by_hand():
+    """Budget 1024, window 32, 30 layers, beta 20: 992 extra tokens on average, the deepest layer 992 // 20 = 49 of
+    them, the shallowest 2 x 992 - 49 = 1935, evenly spaced; a prompt too short for that clips the shallowest layer
+    to the prompt and raises the deepest to keep the mean; a model of one layer keeps the budget."""
+    from snapkv_cli.engine.policies import POLICIES
+
+    policy = POLICIES["pyramidkv"](CompressionSettings(method="pyramidkv", window_size=32, max_capacity_prompt=1024))
+    budgets = [policy.capacity(layer, 30, 8000) for layer in range(30)]
+    assert budgets[0] == 1935 + 32 and budgets[-1] == 49 + 32
+    assert budgets[10] == round(1935 - 10 * (1935 - 49) / 29) + 32
+    clipped = [policy.capacity(layer, 30, 1100) for layer in range(30)]
+    assert clipped[0] == 1100 and clipped[-1] == 2 * 992 - 1068 + 32
+    assert policy.capacity(0, 1, 8000) == 1024
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
