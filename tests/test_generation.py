@@ -176,3 +176,71 @@ def test_model_dispatched_by_accelerate_compresses_and_answers_the_same(tiny_mod
     reference, result = run(plain, ids, settings), run(dispatched, ids, settings)
     assert all(record.compressed for record in result.cache.records.values())
     assert_same_selection(reference, result)
+
+
+def test_streamed_text_is_the_answer_one_whole_character_at_a_time():
+    """``on_text`` never gets half a multi-byte character: here each generated token is the next byte of a text."""
+    text = "naïve café ☕ ok"
+    data = text.encode("utf-8")
+
+    class ByteTokenizer:
+        eos_token_id = None
+
+        def decode(self, ids, skip_special_tokens=True):
+            return data[:len(ids)].decode("utf-8", errors="replace")
+
+    pieces: list[str] = []
+    options = GenerationOptions(max_new_tokens=len(data), stop_at_eos=False)
+    result = generate_answer(tiny_model("llama"), ByteTokenizer(), prompt_ids(30, seed=16)[0].tolist(),
+                             CompressionSettings(window_size=8, max_capacity_prompt=20), options,
+                             on_text=pieces.append)
+    assert pieces == list(text)
+    assert result.answer == text and len(result.generated_ids) == len(data)
+
+
+def test_stop_tokens_come_from_the_generation_config_and_the_tokenizer():
+    from types import SimpleNamespace
+
+    from snapkv_cli.generation import stop_token_ids
+
+    def model(eos):
+        return SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=eos))
+
+    assert stop_token_ids(model([5, 7]), SimpleNamespace(eos_token_id=9)) == {5, 7, 9}
+    assert stop_token_ids(model(4), SimpleNamespace(eos_token_id=None)) == {4}
+    assert stop_token_ids(model(None), SimpleNamespace(eos_token_id=None)) == set()
+
+
+def test_generation_stops_at_an_eos_token_unless_told_not_to():
+    model = tiny_model("llama")
+    ids = prompt_ids(50, seed=17)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=8,
+                                                                                      stop_at_eos=False))
+    tokenizer = DigitTokenizer()
+    tokenizer.eos_token_id = free.generated_ids[3]
+    stops = {tokenizer.eos_token_id, model.generation_config.eos_token_id}
+    first_stop = next(index for index, token in enumerate(free.generated_ids) if token in stops)
+    stopped = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=8))
+    assert stopped.generated_ids == free.generated_ids[:first_stop]
+    assert stopped.decode_steps == first_stop
+    ignoring = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=8, stop_at_eos=False))
+    assert ignoring.generated_ids == free.generated_ids
+
+
+def test_timings_and_decode_rate():
+    import time
+    from dataclasses import replace
+
+    model = tiny_model("llama")
+    ids = prompt_ids(60, seed=18)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    started = time.perf_counter()
+    result = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=5,
+                                                                                        stop_at_eos=False))
+    wall = time.perf_counter() - started
+    assert result.prefill_s > 0 and result.decode_s > 0 and result.prefill_s + result.decode_s <= wall
+    assert result.decode_steps == 4 and result.decode_tokens_per_s == pytest.approx(4 / result.decode_s)
+    assert replace(result, decode_s=0.0).decode_tokens_per_s == 0.0
+    nothing = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=0))
+    assert nothing.generated_ids == [] and nothing.decode_steps == 0 and nothing.answer == ""
