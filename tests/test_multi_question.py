@@ -130,6 +130,29 @@ def test_each_question_prefills_only_its_own_tokens(loaded, notes, chunk):
     assert alone.result.reused_prefix_tokens == 0
 
 
+def test_session_progress_and_times(loaded, notes):
+    """What a session tells as it goes, and which answer carries the load and prefix times."""
+    document, template = load_document(notes), load_template()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64)
+    messages: list[str] = []
+    session = pipeline.DocumentSession(loaded, document, settings, template,
+                                       generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+    first, second = session.ask(QUESTIONS[0]), session.ask(QUESTIONS[1])
+    prefix = first.prompt.prefix_length
+    assert messages == [f"Reading the document: {prefix} tokens...",
+                        f"Prefill: {first.prompt.length - prefix} question tokens...",
+                        f"Prefill: {second.prompt.length - prefix} question tokens..."]
+    assert first.report.timings.load_s == round(loaded.load_seconds, 3) > 0 and second.report.timings.load_s == 0
+    assert first.report.prefix.seconds > 0 and second.report.prefix.seconds == 0
+    assert first.report.timings.prefix_s == first.report.prefix.seconds and second.report.timings.prefix_s == 0
+    messages.clear()
+    alone = pipeline.DocumentSession(loaded, document, settings, template, share_prefix=False,
+                                     generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+    answer = alone.ask(QUESTIONS[0])
+    assert messages == [f"Prefill: {answer.prompt.length} tokens..."]
+    assert answer.report.prefix.seconds == 0 and answer.report.prefix.source == "prefill"
+
+
 def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_model_path):
     """A longer question truncates the document more: its prefix differs, and it still matches a separate run."""
     from snapkv_cli.models.loader import load_model
