@@ -165,6 +165,30 @@ def test_cache_reports_sizes():
     assert record.kept_scores().shape == (1, 2, 25)
 
 
+def test_sliding_layer_is_recorded_as_it_is_stored():
+    """Gemma 3's sliding layer keeps its last tokens uncompressed: its record names exactly the positions whose keys it
+    holds, counts the whole prompt's bytes before and the stored bytes after, and the summary adds the layers up."""
+    model = prepare(tiny_model("gemma3_text"))
+    input_ids = prompt_ids(100)
+    cache, full = SnapKVCache(window_size=8, max_capacity_prompt=40), DynamicCache()
+    with torch.no_grad():
+        model(input_ids, past_key_values=cache, use_cache=True)
+        model(input_ids, past_key_values=full, use_cache=True)  # no config: every layer keeps every token
+    per_token = 2 * 2 * 16 * 4  # (k, v) x kv heads x head_dim x float32, one layer
+    sliding = cache.records[1]
+    stored = cache.layers[1].keys.shape[2]
+    assert sliding.sliding and not sliding.compressed and stored < 100
+    assert sliding.kept_positions[0].tolist() == [list(range(100 - stored, 100))] * 2
+    assert torch.equal(cache.layers[1].keys, full.layers[1].keys[:, :, 100 - stored:])
+    assert (sliding.bytes_before, sliding.bytes_after) == (100 * per_token, stored * per_token)
+    assert sliding.scores is None and sliding.kept_scores() is None
+    summary = cache.summary()
+    assert summary["tokens_before"] == 100 and summary["tokens_after"] == round((40 + stored + 40) / 3, 2)
+    assert summary["bytes_before"] == 3 * 100 * per_token
+    assert summary["bytes_after"] == (80 + stored) * per_token
+    assert summary["compression_ratio"] == round(300 / (80 + stored), 4)
+
+
 def test_budget_fraction_resolves_against_prompt_length():
     model = prepare(tiny_model("llama"))
     cache = SnapKVCache(window_size=4, max_capacity_prompt=0.25)
