@@ -317,3 +317,39 @@ def test_fraction_budget_on_a_prompt_inside_the_window_keeps_everything():
     assert settings.capacity_for(40) == 40
     with pytest.raises(ValueError, match="not more than the window"):
         settings.capacity_for(100)
+
+
+def test_attached_prepares_for_the_block_only():
+    import transformers
+
+    from snapkv_cli import attached
+    from tests.tiny_models import FAMILY_CONFIGS
+
+    model = transformers.AutoModelForCausalLM.from_config(FAMILY_CONFIGS["llama"]()).eval()
+
+    def compress():
+        cache = SnapKVCache(window_size=4, max_capacity_prompt=10)
+        with torch.no_grad():
+            model(prompt_ids(20), past_key_values=cache, use_cache=True)
+        return cache
+
+    with attached(model) as same:
+        assert same is model and compress().records[0].kept_positions.shape[-1] == 10
+    with pytest.raises(RuntimeError, match="prepare"):
+        compress()  # the hooks are gone
+    prepare(model)
+    with attached(model):
+        pass
+    assert compress().records[0].compressed  # prepared before the block: still prepared after it
+
+
+def test_selection_time_is_measured_inside_the_prefill():
+    import time
+
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=8, max_capacity_prompt=30)
+    started = time.perf_counter()
+    with torch.no_grad():
+        model(prompt_ids(200), past_key_values=cache, use_cache=True)
+    wall = time.perf_counter() - started
+    assert 0 < cache.selection_seconds < wall
