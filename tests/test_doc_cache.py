@@ -22,7 +22,7 @@ from snapkv_cli.cli.errors import message
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import InvalidValue
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
-from tests.helpers import DigitTokenizer
+from tests.helpers import DigitTokenizer, chunks, record_loaded_forwards
 from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
@@ -75,6 +75,19 @@ def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path
     # the report says it on stderr too
     result = runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--cache-docs"])
     assert "loaded from the document cache" in result.stderr
+
+
+def test_a_prefix_loaded_from_disk_is_not_prefilled_again(notes, tiny_model_path, monkeypatch):
+    """What the model received: the whole prefix on the first run, only the question's tokens on the second."""
+    args = [notes, QUESTION, "--model", tiny_model_path, "--max-new-tokens", "1", "--budget", "64", "--window", "16"]
+    forwards, _ = record_loaded_forwards(monkeypatch)
+    (first,) = ask(*args)
+    prefix, length = first["prefix"]["tokens"], first["prompt_tokens"]
+    assert forwards == [(0, prefix), (prefix, length - prefix)]
+    forwards, _ = record_loaded_forwards(monkeypatch)
+    (second,) = ask(*args, "--prefill-chunk", "5")
+    assert second["prefix"]["source"] == "disk"
+    assert forwards == chunks(prefix, length, 5)
 
 
 def test_piped_document_with_the_question_alone(tiny_model_path):

@@ -165,6 +165,30 @@ def test_cache_reports_sizes():
     assert record.kept_scores().shape == (1, 2, 25)
 
 
+def test_sliding_layer_is_recorded_as_it_is_stored():
+    """Gemma 3's sliding layer keeps its last tokens uncompressed: its record names exactly the positions whose keys it
+    holds, counts the whole prompt's bytes before and the stored bytes after, and the summary adds the layers up."""
+    model = prepare(tiny_model("gemma3_text"))
+    input_ids = prompt_ids(100)
+    cache, full = SnapKVCache(window_size=8, max_capacity_prompt=40), DynamicCache()
+    with torch.no_grad():
+        model(input_ids, past_key_values=cache, use_cache=True)
+        model(input_ids, past_key_values=full, use_cache=True)  # no config: every layer keeps every token
+    per_token = 2 * 2 * 16 * 4  # (k, v) x kv heads x head_dim x float32, one layer
+    sliding = cache.records[1]
+    stored = cache.layers[1].keys.shape[2]
+    assert sliding.sliding and not sliding.compressed and stored < 100
+    assert sliding.kept_positions[0].tolist() == [list(range(100 - stored, 100))] * 2
+    assert torch.equal(cache.layers[1].keys, full.layers[1].keys[:, :, 100 - stored:])
+    assert (sliding.bytes_before, sliding.bytes_after) == (100 * per_token, stored * per_token)
+    assert sliding.scores is None and sliding.kept_scores() is None
+    summary = cache.summary()
+    assert summary["tokens_before"] == 100 and summary["tokens_after"] == round((40 + stored + 40) / 3, 2)
+    assert summary["bytes_before"] == 3 * 100 * per_token
+    assert summary["bytes_after"] == (80 + stored) * per_token
+    assert summary["compression_ratio"] == round(300 / (80 + stored), 4)
+
+
 def test_budget_fraction_resolves_against_prompt_length():
     model = prepare(tiny_model("llama"))
     cache = SnapKVCache(window_size=4, max_capacity_prompt=0.25)
@@ -180,6 +204,21 @@ def test_pyramidkv_budgets_shrink_with_depth_and_keep_the_mean():
     budgets = [policy.capacity(layer, 30, 8000) for layer in range(30)]
     assert budgets == sorted(budgets, reverse=True) and budgets[0] > budgets[-1] > 32
     assert abs(sum(budgets) / 30 - 1024) <= 1
+
+
+def test_pyramidkv_budgets_by_hand():
+    """Budget 1024, window 32, 30 layers, beta 20: 992 extra tokens on average, the deepest layer 992 // 20 = 49 of
+    them, the shallowest 2 x 992 - 49 = 1935, evenly spaced; a prompt too short for that clips the shallowest layer
+    to the prompt and raises the deepest to keep the mean; a model of one layer keeps the budget."""
+    from snapkv_cli.engine.policies import POLICIES
+
+    policy = POLICIES["pyramidkv"](CompressionSettings(method="pyramidkv", window_size=32, max_capacity_prompt=1024))
+    budgets = [policy.capacity(layer, 30, 8000) for layer in range(30)]
+    assert budgets[0] == 1935 + 32 and budgets[-1] == 49 + 32
+    assert budgets[10] == round(1935 - 10 * (1935 - 49) / 29) + 32
+    clipped = [policy.capacity(layer, 30, 1100) for layer in range(30)]
+    assert clipped[0] == 1100 and clipped[-1] == 2 * 992 - 1068 + 32
+    assert policy.capacity(0, 1, 8000) == 1024
 
 
 @pytest.mark.parametrize(
@@ -278,3 +317,39 @@ def test_fraction_budget_on_a_prompt_inside_the_window_keeps_everything():
     assert settings.capacity_for(40) == 40
     with pytest.raises(ValueError, match="not more than the window"):
         settings.capacity_for(100)
+
+
+def test_attached_prepares_for_the_block_only():
+    import transformers
+
+    from snapkv_cli import attached
+    from tests.tiny_models import FAMILY_CONFIGS
+
+    model = transformers.AutoModelForCausalLM.from_config(FAMILY_CONFIGS["llama"]()).eval()
+
+    def compress():
+        cache = SnapKVCache(window_size=4, max_capacity_prompt=10)
+        with torch.no_grad():
+            model(prompt_ids(20), past_key_values=cache, use_cache=True)
+        return cache
+
+    with attached(model) as same:
+        assert same is model and compress().records[0].kept_positions.shape[-1] == 10
+    with pytest.raises(RuntimeError, match="prepare"):
+        compress()  # the hooks are gone
+    prepare(model)
+    with attached(model):
+        pass
+    assert compress().records[0].compressed  # prepared before the block: still prepared after it
+
+
+def test_selection_time_is_measured_inside_the_prefill():
+    import time
+
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=8, max_capacity_prompt=30)
+    started = time.perf_counter()
+    with torch.no_grad():
+        model(prompt_ids(200), past_key_values=cache, use_cache=True)
+    wall = time.perf_counter() - started
+    assert 0 < cache.selection_seconds < wall

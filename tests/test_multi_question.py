@@ -20,6 +20,7 @@ from snapkv_cli.documents import Document, Page, load_document
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.prompting import load_template
+from tests.helpers import chunks, record_loaded_forwards, recorded_forwards
 
 runner = CliRunner()
 TEXT = (
@@ -104,6 +105,52 @@ def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, 
         assert report["cache"] == separate.report.to_json()["cache"]
         assert report["layers"] == separate.report.to_json()["layers"]
     assert len(built) == 1  # the document was read once
+
+
+@pytest.mark.parametrize("chunk", [None, 8])
+def test_each_question_prefills_only_its_own_tokens(loaded, notes, chunk):
+    """What the model received: the prefix once (in chunks, if asked), then for each question only the tokens after
+    the prefix (in chunks too), then one token per decode step. A lone question is prefilled whole, in one pass."""
+    document, template = load_document(notes), load_template()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
+    generation = GenerationOptions(max_new_tokens=3, stop_at_eos=False, prefill_chunk=chunk)
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=generation)
+    for index, question in enumerate(QUESTIONS):
+        with recorded_forwards(loaded.model) as forwards:
+            answer = session.ask(question)
+        prompt = answer.prompt
+        prefix_forwards = chunks(0, prompt.prefix_length, chunk) if index == 0 else []
+        decode_forwards = [(prompt.length, 1), (prompt.length + 1, 1)]
+        assert prompt.length - prompt.prefix_length > 8  # long enough that chunk 8 splits the question's part
+        assert forwards == prefix_forwards + chunks(prompt.prefix_length, prompt.length, chunk) + decode_forwards
+        assert answer.result.reused_prefix_tokens == prompt.prefix_length
+    with recorded_forwards(loaded.model) as forwards:
+        alone = pipeline.ask(loaded, document, QUESTIONS[0], settings, template, generation=generation)
+    assert forwards == chunks(0, alone.prompt.length, chunk) + [(alone.prompt.length + step, 1) for step in range(2)]
+    assert alone.result.reused_prefix_tokens == 0
+
+
+def test_session_progress_and_times(loaded, notes):
+    """What a session tells as it goes, and which answer carries the load and prefix times."""
+    document, template = load_document(notes), load_template()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64)
+    messages: list[str] = []
+    session = pipeline.DocumentSession(loaded, document, settings, template,
+                                       generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+    first, second = session.ask(QUESTIONS[0]), session.ask(QUESTIONS[1])
+    prefix = first.prompt.prefix_length
+    assert messages == [f"Reading the document: {prefix} tokens...",
+                        f"Prefill: {first.prompt.length - prefix} question tokens...",
+                        f"Prefill: {second.prompt.length - prefix} question tokens..."]
+    assert first.report.timings.load_s == round(loaded.load_seconds, 3) > 0 and second.report.timings.load_s == 0
+    assert first.report.prefix.seconds > 0 and second.report.prefix.seconds == 0
+    assert first.report.timings.prefix_s == first.report.prefix.seconds and second.report.timings.prefix_s == 0
+    messages.clear()
+    alone = pipeline.DocumentSession(loaded, document, settings, template, share_prefix=False,
+                                     generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+    answer = alone.ask(QUESTIONS[0])
+    assert messages == [f"Prefill: {answer.prompt.length} tokens..."]
+    assert answer.report.prefix.seconds == 0 and answer.report.prefix.source == "prefill"
 
 
 def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_model_path):
@@ -220,6 +267,22 @@ def test_chat_answers_each_line(notes, tiny_model_path):
     assert [line["answer"] for line in as_json] == answers
     assert [line["reused_prefix_tokens"] > 0 for line in as_json] == [True, True]
     assert ok("chat", *base, "--quiet", input="").stdout == ""  # end of input right away
+
+
+def test_prefill_chunk_reaches_the_model_for_every_question_of_ask_and_chat(notes, tiny_model_path, monkeypatch):
+    """``--prefill-chunk`` chunks the prefix and each question's own part, with ``-Q`` and in ``chat``."""
+    args = [notes, "--model", tiny_model_path, "--max-new-tokens", "1", "--budget", "64", "--window", "16",
+            "--prefill-chunk", "8", "--json", "--quiet"]
+    for command, extra, input in (("ask", ["-Q", QUESTIONS[0], "-Q", QUESTIONS[1]], None),
+                                  ("chat", [], f"{QUESTIONS[0]}\n{QUESTIONS[1]}\n")):
+        forwards, _ = record_loaded_forwards(monkeypatch)
+        answers = jsonl(ok(command, *args, *extra, input=input).stdout)
+        prefix = answers[0]["prefix"]["tokens"]
+        assert all(line["prefix"]["tokens"] == prefix for line in answers)
+        assert all(line["prompt_tokens"] - prefix > 8 for line in answers), command
+        questions = [part for line in answers for part in chunks(prefix, line["prompt_tokens"], 8)]
+        expected = chunks(0, prefix, 8) + questions
+        assert forwards == expected, command  # --max-new-tokens 1: no decode forward
 
 
 def test_chat_ctrl_c_cancels_the_answer_and_goes_on(notes, tiny_model_path, monkeypatch):

@@ -43,6 +43,8 @@ _LOAD_HINT = "pass a local directory, a .gguf file, or a Hugging Face id (needs 
 
 @dataclass
 class LoadedModel:
+    """A loaded model and tokenizer; ``device`` and ``dtype`` are read back from the model's weights."""
+
     model: Any
     tokenizer: Any
     name: str  # display name
@@ -154,7 +156,7 @@ def load_model(
         name=display,
         source=source,
         device=_model_device(model, torch_device),
-        dtype=torch_dtype,
+        dtype=_model_dtype(model, torch_dtype),
         load_seconds=time.monotonic() - started,
     )
 
@@ -166,6 +168,14 @@ def torch_dtype_name(dtype: torch.dtype) -> str:
 def _model_device(model: Any, fallback: torch.device) -> torch.device:
     try:
         return next(model.parameters()).device
+    except (StopIteration, AttributeError, TypeError):
+        return fallback
+
+
+def _model_dtype(model: Any, fallback: torch.dtype) -> torch.dtype:
+    """The dtype the model's weights really have (what reports show), not the one asked for."""
+    try:
+        return next(parameter.dtype for parameter in model.parameters() if parameter.is_floating_point())
     except (StopIteration, AttributeError, TypeError):
         return fallback
 
