@@ -26,7 +26,7 @@ def layer_rows(cache: SnapKVCache) -> list[dict]:
     rows = []
     for layer in sorted(cache.records):
         record = cache.records[layer]
-        kept = torch.full(record.kept_positions.shape[:2], record.kept_positions.shape[-1])
+        kept = record.kept_per_head()  # real tokens per (batch, KV head); padded heads differ
         rows.append({
             "layer": layer,
             "kept_tokens_min": int(kept.min()),
