@@ -297,3 +297,30 @@ def test_layers_of_different_lengths_decode_under_eager_attention(family):
             sdpa = sdpa_model.generate(input_ids, past_key_values=SnapKVCache(settings=settings), max_new_tokens=5,
                                        do_sample=False, pad_token_id=0)
         assert torch.equal(eager, sdpa)
+
+
+@pytest.mark.parametrize("spread", ["heavy-tailed", "flat"])
+def test_criticalkv_second_stage_computes_few_norms_yet_selects_as_if_it_computed_all(spread):
+    """The second stage visits positions by an upper bound and stops early; its top picks must equal those of the
+    exact value computed at every position (by hand here), and on heavy-tailed attention it must skip most norms."""
+    from snapkv_cli.engine.policies.criticalkv import per_query_head_weights, second_stage
+
+    generator = torch.Generator().manual_seed(3)
+    batch, kv_heads, group, positions, head_dim, hidden = 1, 2, 3, 2000, 16, 48
+    values = torch.randn(batch, kv_heads, positions, head_dim, generator=generator)
+    weight = torch.randn(hidden, kv_heads * group * head_dim, generator=generator)
+    if spread == "heavy-tailed":
+        scores = torch.rand(batch, kv_heads, positions, generator=generator) ** 12
+    else:
+        scores = 1 + 0.01 * torch.rand(batch, kv_heads, positions, generator=generator)
+    eligible = torch.rand(batch, kv_heads, positions, generator=generator) > 0.05
+    counts = torch.tensor([[40, 75]])
+    ranking = second_stage(scores, values, per_query_head_weights(weight, kv_heads, head_dim), eligible, counts, 1e-4)
+    for h in range(kv_heads):
+        norms = torch.stack([(values[0, h] @ weight[:, q * head_dim:(q + 1) * head_dim].T).abs().sum(-1)
+                             for q in range(h * group, (h + 1) * group)]).mean(0)
+        exact = ((scores[0, h] + 1e-4) * norms).masked_fill(~eligible[0, h], float("-inf"))
+        assert top(ranking[0, h], int(counts[0, h])) == top(exact, int(counts[0, h]))
+        computed = int(torch.isfinite(ranking[0, h]).sum())
+        if spread == "heavy-tailed":
+            assert computed < positions // 4
