@@ -39,7 +39,8 @@ DeviceOption = Annotated[str, typer.Option(envvar="SNAPKV_DEVICE", help="auto, c
 DeviceMapOption = Annotated[Optional[str], typer.Option(
     "--device-map", help="Shard the model over devices with accelerate (e.g. auto); overrides --device.")]
 DtypeOption = Annotated[str, typer.Option(help="auto, float32, bfloat16 or float16.")]
-MethodOption = Annotated[str, typer.Option(help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random.")]
+MethodOption = Annotated[str, typer.Option(
+    help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, streamingllm or random.")]
 BudgetOption = Annotated[str, typer.Option(
     help="KV tokens kept per layer and head (window included), or a fraction such as 0.1.")]
 WindowOption = Annotated[int, typer.Option(help="Observation window: the last prompt tokens that vote.")]
