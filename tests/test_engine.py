@@ -191,11 +191,19 @@ def test_pyramidkv_budgets_shrink_with_depth_and_keep_the_mean():
         (dict(method="magic"), "choose one of"),
         (dict(max_capacity_prompt=1.5), "fraction"),
         (dict(gqa_aggregation="sum"), "mean or max"),
+        (dict(layer_budgets="cone"), "uniform or pyramid"),
+        (dict(head_budgets="greedy"), "uniform or adaptive"),
+        (dict(head_floor=1.5), "head_floor must be a fraction"),
+        (dict(critical_first_stage=-0.1), "critical_first_stage must be a fraction"),
+        (dict(chunk_size=0), "chunk_size must be a positive integer"),
     ],
 )
 def test_bad_settings_raise_value_error_naming_the_fix(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
-        SnapKVCache(**kwargs)
+        if set(kwargs) & {"layer_budgets", "head_budgets", "head_floor", "critical_first_stage", "chunk_size"}:
+            CompressionSettings(**kwargs)
+        else:
+            SnapKVCache(**kwargs)
 
 
 def test_padded_batches_are_refused():
@@ -238,7 +246,7 @@ def test_batch_of_equal_length_prompts_selects_per_row():
 
 
 @pytest.mark.parametrize("method", POLICY_NAMES)
-@hypothesis_settings(max_examples=15, deadline=None)
+@hypothesis_settings(max_examples=10, deadline=None)
 @given(
     prompt_length=st.integers(min_value=6, max_value=160),
     window_size=st.integers(min_value=1, max_value=16),
