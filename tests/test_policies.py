@@ -324,3 +324,23 @@ def test_criticalkv_second_stage_computes_few_norms_yet_selects_as_if_it_compute
         computed = int(torch.isfinite(ranking[0, h]).sum())
         if spread == "heavy-tailed":
             assert computed < positions // 4
+
+
+@pytest.mark.parametrize("method", ["adakv", "pyramidkv"])
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_several_tokens_at_once_after_compression_equal_one_at_a_time(method, implementation):
+    """The masks of padded heads and of layers of other lengths stay causal among the tokens of one forward."""
+    model = prepare(tiny_model("llama", implementation))
+    input_ids, extra = prompt_ids(LENGTH, seed=8), torch.tensor([[17, 33, 51]])
+    positions = torch.arange(LENGTH, LENGTH + 3)[None]
+    settings = CompressionSettings(method=method, window_size=WINDOW, max_capacity_prompt=CAPACITY)
+    together, apart = SnapKVCache(settings=settings), SnapKVCache(settings=settings)
+    with torch.no_grad():
+        model(input_ids, past_key_values=together, use_cache=True)
+        model(input_ids, past_key_values=apart, use_cache=True)
+        at_once = model(extra, past_key_values=together, position_ids=positions, cache_position=positions[0],
+                        use_cache=True).logits[0]
+        one_by_one = torch.stack([
+            model(extra[:, i:i + 1], past_key_values=apart, position_ids=positions[:, i:i + 1],
+                  cache_position=positions[0, i:i + 1], use_cache=True).logits[0, 0] for i in range(3)])
+    torch.testing.assert_close(at_once, one_by_one, atol=1e-4, rtol=1e-4)
