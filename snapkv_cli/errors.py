@@ -127,3 +127,18 @@ class FileNameTooLong(UserError):
         shown = source if len(source) <= 60 else source[:57] + "..."
         super().__init__(f"a file name in '{shown}' has {name_bytes} bytes, too long for the file system "
                          "(at most 255 per name): use a shorter name")
+
+
+class UnsupportedAttention(UserError):
+    """A method keeps different numbers of tokens per KV head, which the model's attention implementation cannot mask.
+
+    ``method`` is the compression method, ``implementation`` the model's attention implementation, ``supported``
+    those that work.
+    """
+
+    def __init__(self, method: str, implementation: str | None, supported: tuple[str, ...]):
+        self.method, self.implementation, self.supported = method, implementation, supported
+        super().__init__(f"method {method!r} keeps a different number of tokens per KV head, which needs an attention "
+                         f"mask that {implementation!r} attention does not take: load the model with "
+                         f"attn_implementation {' or '.join(repr(s) for s in supported)}, or set head_budgets "
+                         "to 'uniform'")

@@ -82,7 +82,7 @@ def assert_same_answer(separate, shared):
 # --------------------------------------------------------------------------- the library
 
 
-@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv"])
+@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv"])
 def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, monkeypatch):
     document, template = load_document(notes), load_template()
     settings = CompressionSettings(method=method, window_size=16, max_capacity_prompt=64, kernel_size=15,
