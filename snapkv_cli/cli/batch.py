@@ -19,7 +19,7 @@ from .errors import fail_cleanly, message
 from .inputs import read_questions
 from .options import Output, run_options
 
-RAY_PANEL = "Batch"
+BATCH_PANEL = "Batch"
 
 
 def describe(error: BaseException) -> str:
@@ -41,19 +41,19 @@ def batch(
     questions_file: Optional[str] = typer.Option(
         None, "--questions", help="A file of questions, one per line (- for stdin)."),
     jobs_file: Optional[str] = typer.Option(
-        None, "--jobs", rich_help_panel=RAY_PANEL,
+        None, "--jobs", rich_help_panel=BATCH_PANEL,
         help="A JSONL file of jobs (- for stdin), one object per line: id, document, question or questions, and "
              "optionally pages, truncate, template. A job without questions is asked the -Q ones."),
     output_path: Optional[str] = typer.Option(
-        None, "--output", "-o", rich_help_panel=RAY_PANEL,
+        None, "--output", "-o", rich_help_panel=BATCH_PANEL,
         help="Append the answers to this JSONL file as they complete; a rerun skips those it already holds."),
     ray: bool = typer.Option(
-        False, "--ray", rich_help_panel=RAY_PANEL,
+        False, "--ray", rich_help_panel=BATCH_PANEL,
         help="Spread the documents over Ray actors, one model each (joins RAY_ADDRESS if set, else starts Ray here)."),
     ray_address: Optional[str] = typer.Option(
-        None, "--ray-address", rich_help_panel=RAY_PANEL, help="Join the Ray cluster at this address (implies --ray)."),
+        None, "--ray-address", rich_help_panel=BATCH_PANEL, help="Join the Ray cluster at this address (implies --ray)."),
     workers: Optional[int] = typer.Option(
-        None, "--workers", min=1, rich_help_panel=RAY_PANEL,
+        None, "--workers", min=1, rich_help_panel=BATCH_PANEL,
         help="Ray actors to start (default: one per GPU of the cluster, else one per node)."),
     *,
     options,
@@ -61,8 +61,11 @@ def batch(
 ) -> None:
     """Ask the same questions of many documents: one JSON line per answer (ask's --json object plus the job's id).
 
-    Input: DOCS... with -Q/--questions, or --jobs FILE. Output: stdout or --output FILE (resumable). Errors become
-    lines with "error" and the batch goes on; the exit code is then 1. Output is always JSON lines (--json is implied).
+    Input: DOCS... with -Q/--questions, or --jobs FILE. Output: JSON lines (--json is implied) on stdout.
+
+    --output FILE appends them as answers complete; a rerun skips what the file already answers.
+
+    A document or question that fails gets an "error" line and the batch goes on; the exit code is then 1.
     """
     from ..batch.driver import run_batch
     from ..batch.jobs import jobs_from_paths, read_jobs
