@@ -235,6 +235,9 @@ def test_answer_lines_equal_ask_json(corpus, tiny_model_path, tmp_path):
     assert result.exit_code == 1, (result.stderr, result.exception)
     assert result.stderr == ""
     lines = jsonl(result.stdout)
+    piped = invoke("batch", "-", "-Q", "When does the office open?", *base, "--quiet", input=jobs.read_text())
+    assert piped.exit_code == 1 and [comparable(line) for line in jsonl(piped.stdout)] == [
+        comparable(line) for line in lines]  # a lone - reads the jobs from stdin
     assert [(line["id"], line["question"]) for line in lines] == [
         ("notes", QUESTIONS[0]), ("notes", QUESTIONS[1]), ("broken", "When does the office open?"),
         (3, QUESTIONS[1]), ("log", QUESTIONS[0])]
@@ -346,3 +349,57 @@ def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path,
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as when the extra is not installed
     result = invoke("batch", corpus["notes.txt"], "-Q", "Who?", "--model", tiny_model_path, "--ray")
     assert_user_error(result, "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'")
+
+
+class FakeRay:
+    """Just enough of ``ray`` for choosing the actors' resources: a cluster of ``nodes`` (CPUs, GPUs) each."""
+
+    def __init__(self, *nodes: tuple[int, int]):
+        self.node_list = [{"Alive": True, "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
+                          for cpus, gpus in nodes]
+
+    def cluster_resources(self) -> dict:
+        total: dict = {}
+        for node in self.node_list:
+            for name, count in node["Resources"].items():
+                total[name] = total.get(name, 0) + count
+        return total
+
+    def nodes(self) -> list[dict]:
+        return self.node_list
+
+
+@pytest.mark.parametrize("nodes, device, workers, expected", [
+    # one actor per GPU, each seeing only its own device
+    ([(16, 4), (16, 4)], "auto", None, (8, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(16, 2)], "cuda:1", 2, (2, {"num_gpus": 1, "num_cpus": 1}, "cuda")),
+    # CPU actors: one per node by default, each with as many CPUs as lets the nodes hold them all
+    ([(2, 0)], "auto", None, (1, {"num_cpus": 2}, "auto")),
+    ([(2, 0)], "auto", 2, (2, {"num_cpus": 1}, "auto")),
+    ([(8, 0), (4, 0)], "auto", None, (2, {"num_cpus": 4}, "auto")),
+    ([(8, 0), (4, 0)], "auto", 3, (3, {"num_cpus": 4}, "auto")),
+    ([(8, 0), (4, 0)], "auto", 1, (1, {"num_cpus": 8}, "auto")),
+    ([(16, 4)], "cpu", 3, (3, {"num_cpus": 5}, "cpu")),  # --device cpu on a GPU cluster: CPU actors
+])
+def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
+    executor = RayExecutor(RunOptions(device=device), workers=workers)
+    resources, options = executor._actor_options(FakeRay(*nodes))
+    assert (executor.workers, resources, options.device) == expected
+
+
+@pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU"),
+                                                      ([(2, 0)], 3, "at most 2: the cluster's CPUs")])
+def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, fragment):
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.cli.errors import message
+    from snapkv_cli.errors import InvalidValue
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
+    with pytest.raises(InvalidValue) as caught:
+        RayExecutor(RunOptions(), workers=workers)._actor_options(FakeRay(*nodes))
+    assert message(caught.value).startswith(f"--workers must be {fragment}")

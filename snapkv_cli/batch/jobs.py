@@ -67,7 +67,8 @@ def expand_documents(paths: Sequence[str]) -> list[str]:
     found: list[str] = []
     for given in paths:
         if given == "-":
-            raise UserError("a batch reads its documents from files: give paths, or jobs on stdin as a jobs file (-)")
+            raise UserError("a batch reads its documents from files: give their paths, or a jobs file (- for jobs on "
+                            "stdin)")
         path = Path(given)
         if path.is_dir():
             inside = sorted(str(item) for item in path.rglob("*") if _is_document_file(item)

@@ -92,22 +92,23 @@ class RayExecutor(Executor):
         """The resources of one actor and the options its model loads with; sets ``self.workers``."""
         resources = ray.cluster_resources()
         gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
-        nodes = [node for node in ray.nodes() if node.get("Alive")]
-        largest_node = max((int(node.get("Resources", {}).get("CPU", 0)) for node in nodes), default=cpus)
+        node_cpus = [int(node.get("Resources", {}).get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
         on_gpus = gpus > 0 and self.options.device != "cpu"
-        workers = self.requested_workers or (gpus if on_gpus else max(1, len(nodes)))
+        workers = self.requested_workers or (gpus if on_gpus else max(1, len(node_cpus)))
+        options = self.options
         if on_gpus:
             if workers > gpus:
                 raise InvalidValue("workers", workers, f"at most {gpus}: one worker per GPU of the cluster")
-            options = self.options
             if options.device != "auto":  # each actor sees only its own GPU
                 options = replace(options, device="cuda")
             actor = {"num_gpus": 1, "num_cpus": 1}
         else:
             if workers > max(cpus, 1):
                 raise InvalidValue("workers", workers, f"at most {cpus}: the cluster's CPUs")
-            options = self.options
-            actor = {"num_cpus": max(1, min(cpus // workers, largest_node))}
+            # the most CPUs per actor such that the nodes hold every actor
+            share = next((share for share in range(max(node_cpus, default=1), 0, -1)
+                          if sum(count // share for count in node_cpus) >= workers), 1)
+            actor = {"num_cpus": share}
         self.workers = workers
         return actor, options
 

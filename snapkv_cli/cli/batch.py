@@ -42,8 +42,8 @@ def batch(
         None, "--questions", help="A file of questions, one per line (- for stdin)."),
     jobs_file: Optional[str] = typer.Option(
         None, "--jobs", rich_help_panel=BATCH_PANEL,
-        help="A JSONL file of jobs (- for stdin), one object per line: id, document, question or questions, and "
-             "optionally pages, truncate, template. A job without questions is asked the -Q ones."),
+        help="A JSONL file of jobs (- or a lone DOCS - for stdin), one object per line: id, document, question or "
+             "questions, and optionally pages, truncate, template. A job without questions is asked the -Q ones."),
     output_path: Optional[str] = typer.Option(
         None, "--output", "-o", rich_help_panel=BATCH_PANEL,
         help="Append the answers to this JSONL file as they complete; a rerun skips those it already holds."),
@@ -51,7 +51,8 @@ def batch(
         False, "--ray", rich_help_panel=BATCH_PANEL,
         help="Spread the documents over Ray actors, one model each (joins RAY_ADDRESS if set, else starts Ray here)."),
     ray_address: Optional[str] = typer.Option(
-        None, "--ray-address", rich_help_panel=BATCH_PANEL, help="Join the Ray cluster at this address (implies --ray)."),
+        None, "--ray-address", rich_help_panel=BATCH_PANEL,
+        help="Join the Ray cluster at this address (implies --ray)."),
     workers: Optional[int] = typer.Option(
         None, "--workers", min=1, rich_help_panel=BATCH_PANEL,
         help="Ray actors to start (default: one per GPU of the cluster, else one per node)."),
@@ -73,6 +74,8 @@ def batch(
     from ..batch.output import AnswerFile, StreamOutput
     from .batch_presenter import BatchProgress
 
+    if documents == ["-"] and jobs_file is None:  # jobs on stdin (a batch reads no document from stdin)
+        documents, jobs_file = None, "-"
     if jobs_file is not None and documents:
         raise typer.BadParameter("give documents or --jobs FILE, not both", param_hint="DOCS...")
     if jobs_file is None and not documents:
