@@ -142,3 +142,30 @@ class UnsupportedAttention(UserError):
                          f"mask that {implementation!r} attention does not take: load the model with "
                          f"attn_implementation {' or '.join(repr(s) for s in supported)}, or set head_budgets "
                          "to 'uniform'")
+
+
+class BadJob(UserError):
+    """A line of a batch jobs file that cannot be run: ``source`` (the file, or ``<stdin>``), ``line`` (1-based) and
+    ``reason``."""
+
+    def __init__(self, source: str, line: int, reason: str):
+        self.source, self.line, self.reason = source, line, reason
+        super().__init__(f"{source} line {line}: {reason}")
+
+
+class OutputInUse(UserError):
+    """Another running batch is appending to the same output file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(f"{path} is being written by another snapkv batch; wait for it, or write to another file")
+
+
+class RayUnavailable(UserError):
+    """Ray, the optional distributed engine, is not installed (or cannot be imported)."""
+
+    INSTALL = "pip install 'snapkv-cli[ray]'"
+
+    def __init__(self, reason: str = "it is not installed"):
+        self.reason = reason
+        super().__init__(f"running on Ray needs Ray, but {reason}: {self.INSTALL}")

@@ -29,7 +29,7 @@ DEBUG_ENV = "SNAPKV_DEBUG"
 
 # settings (library names) -> the flag that sets them
 FLAGS = {"budget": "--budget", "truncate": "--truncate", "older_than": "--older-than", "layer": "--layer",
-         "head": "--head", "window_size": "--window", "max_new_tokens": "--max-new-tokens"}
+         "head": "--head", "window_size": "--window", "max_new_tokens": "--max-new-tokens", "workers": "--workers"}
 
 
 def message(error: UserError) -> str:
