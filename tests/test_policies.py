@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tests.tiny_models import FAMILIES, prompt_ids, tiny_model
 from transformers import DynamicCache
 
 from snapkv_cli import CompressionSettings, SnapKVCache, prepare
 from snapkv_cli.errors import UnsupportedAttention
+from tests.tiny_models import FAMILIES, prompt_ids, tiny_model
 
 WINDOW, CAPACITY, LENGTH = 6, 26, 90
 PREFIX = LENGTH - WINDOW

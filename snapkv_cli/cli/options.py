@@ -59,7 +59,8 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 
 RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
     _option("method", str, METHOD, "--method", panel=COMPRESSION_PANEL,
-            help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, streamingllm or random."),
+            help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, "
+            "streamingllm or random."),
     _option("budget", str, str(CLI_DEFAULTS["max_capacity_prompt"]), "--budget", panel=COMPRESSION_PANEL,
             help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
     _option("window", int, CLI_DEFAULTS["window_size"], "--window", panel=COMPRESSION_PANEL,

@@ -26,7 +26,7 @@ def layer_capacity(settings: CompressionSettings, how: str, layer_idx: int, num_
     largest = min(2 * mean_extra - smallest, prompt_length - window)
     smallest = 2 * mean_extra - largest
     step = (largest - smallest) / (num_layers - 1)
-    return int(round(largest - layer_idx * step)) + window
+    return round(largest - layer_idx * step) + window
 
 
 def head_prefix_budgets(prefix_scores: torch.Tensor, prefix_budget: int, how: str, floor: float) -> torch.Tensor:

@@ -49,7 +49,10 @@ class CompressedLayerMask:
         return (real[:, :, None, :] & causal).repeat_interleave(self.group, dim=1)
 
     def mask(self, query_length: int, key_length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-        """The additive mask in ``dtype`` (0 where visible, the dtype's minimum elsewhere), shaped as :meth:`allowed`."""
+        """The additive mask in ``dtype`` (0 where visible, the dtype's minimum elsewhere).
+
+        Shaped as :meth:`allowed`.
+        """
         if query_length == 1:
             return self._one_query(key_length, dtype, device)
         return _additive(self.allowed(query_length, key_length, device), dtype)

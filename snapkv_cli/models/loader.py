@@ -12,7 +12,6 @@ from typing import Any
 import torch
 
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
-from snapkv_cli.paths import refuse_overlong
 from snapkv_cli.models.default_model import DEFAULT_MODEL_NAME, ensure_default_model, is_default_model_name
 from snapkv_cli.models.hf_utils import (
     no_gguf_progress_bar,
@@ -21,6 +20,7 @@ from snapkv_cli.models.hf_utils import (
     short_reason,
     strip_gguf_quantizer,
 )
+from snapkv_cli.paths import refuse_overlong
 
 set_hf_env()
 
@@ -142,7 +142,9 @@ def load_model(
         elif path.exists():
             raise UserError(f"model path {raw} is a file, not a model directory; pass a directory or a .gguf file")
         elif _looks_like_path(raw):
-            raise UserError(f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id")
+            raise UserError(
+                f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id"
+            )
         else:
             source = raw  # a Hugging Face id
 

@@ -120,7 +120,9 @@ def critical_ranking(context: LayerContext, scores: torch.Tensor, head_budgets: 
 
 class CriticalKVPolicy(Policy):
     name = "criticalkv"
-    description = "SnapKV scores; half of each head's budget by attention, the rest by attention x ||W_o v|| (CriticalKV)"
+    description = (
+        "SnapKV scores; half of each head's budget by attention, the rest by attention x ||W_o v|| (CriticalKV)"
+    )
 
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)
