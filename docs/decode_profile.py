@@ -83,7 +83,8 @@ def main() -> None:
         "step_ms": round(step_s * 1000, 1), "lm_head_ms_in_step": round(head_s * 1000, 1),
         "lm_head_share": round(head_s / step_s, 3) if step_s else None,
         "prefill_lm_head_rows": sorted(set(prefill_heads)),  # [1]: logits for the last position only
-        "lm_head_alone_float32_ms": round(alone_f32 * 1000, 1), "lm_head_alone_bfloat16_ms": round(alone_bf16 * 1000, 1),
+        "lm_head_alone_float32_ms": round(alone_f32 * 1000, 1),
+        "lm_head_alone_bfloat16_ms": round(alone_bf16 * 1000, 1),
         "torch_threads": torch.get_num_threads(),
     }
     print(json.dumps(report))

@@ -184,7 +184,7 @@ def plot(args) -> None:
     for name, points in series.items():
         tail = [p for p in points if p["length"] >= 4096]
 
-        def fit(value) -> str:
+        def fit(value, tail=tail) -> str:
             found = slope([(p["length"], value(p)) for p in tail])
             return f"{found:.2f}" if found is not None else "-"
 

@@ -63,9 +63,8 @@ def _create(path: Path) -> bytes:
         except FileExistsError:
             pass
         except OSError:  # a file system without hard links: create exclusively instead
-            with contextlib.suppress(FileExistsError):
-                with open(path, "xb") as file:
-                    file.write(Path(temporary).read_bytes())
+            with contextlib.suppress(FileExistsError), open(path, "xb") as file:
+                file.write(Path(temporary).read_bytes())
         return _read(path)
     finally:
         with contextlib.suppress(OSError):

@@ -318,7 +318,7 @@ class DocCache:
             return Lookup("miss", self.directory, reason=f"the cache cannot be used: {error}")
         path = self.path_for(key, secret)
         try:
-            file = open(path, "rb")
+            file = open(path, "rb")  # noqa: SIM115 - opened here, closed by the `with file:` below
         except FileNotFoundError:
             return Lookup("miss", path)
         except OSError as error:  # not validated as bad: left alone
@@ -332,19 +332,19 @@ class DocCache:
                 tensors, metadata = read_tensors(file)
             except BadTensorFile as error:
                 return self._rejected(path, info, f"unreadable file ({_short(error)})")
-            except Exception as error:  # noqa: BLE001 - an I/O error, no memory...: not proof the file is bad
+            except Exception as error:
                 return Lookup("rebuilt", path, reason=f"could not read it ({_short(error)})")
             try:
                 _validate(tensors, metadata, key, prefix_ids, model, secret)
             except CorruptEntry as error:
                 return self._rejected(path, info, str(error))
-            except Exception as error:  # noqa: BLE001 - validation must not cost the run
+            except Exception as error:
                 return Lookup("rebuilt", path, reason=f"could not check it ({_short(error)})")
             with contextlib.suppress(OSError, NotImplementedError):
                 os.utime(file.fileno())  # last use, for the LRU order: this very file, whatever the name holds now
         try:
             cache = import_prefix(tensors, model, key["window_size"], key["attention_sums"])
-        except Exception as error:  # noqa: BLE001 - a valid file we cannot use: rebuild, but leave the file
+        except Exception as error:
             return Lookup("rebuilt", path, reason=f"could not load it ({_short(error)})")
         return Lookup("hit", path, cache=cache, seconds=time.perf_counter() - started, bytes=info.st_size)
 
@@ -357,7 +357,9 @@ class DocCache:
         return Lookup("rebuilt", path, reason=reason)
 
     # -- writing -------------------------------------------------------------------------------------------
-    def store(self, key: dict, prefix_ids: list[int], cache, *, document: str | None = None) -> tuple[bool, str | None, int]:
+    def store(
+        self, key: dict, prefix_ids: list[int], cache, *, document: str | None = None
+    ) -> tuple[bool, str | None, int]:
         """Write ``cache`` for ``key`` atomically, then evict down to the cap: (stored, reason if not, bytes).
 
         Never raises: a full disk, a read-only directory or anything else is "not stored" with the reason.
@@ -366,7 +368,7 @@ class DocCache:
             tensors = export_prefix(cache, prefix_ids)
         except UnsupportedPrefix as error:
             return False, str(error), 0
-        except Exception as error:  # noqa: BLE001 - the run has prefilled: never lose it to the cache
+        except Exception as error:
             return False, f"could not export the prefix ({_short(error)})", 0
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         if size > self.max_bytes:
@@ -385,7 +387,7 @@ class DocCache:
                 "document": _printable(document) or "",
             }
             return self._write(path, tensors, metadata, size)
-        except Exception as error:  # noqa: BLE001 - SafetensorError (a full disk), OSError, a bad secret...
+        except Exception as error:
             return False, f"could not write {path}: {_short(error)}", size
 
     def _write(self, path: Path, tensors: dict, metadata: dict, size: int) -> tuple[bool, str | None, int]:
@@ -506,7 +508,7 @@ class DocCache:
         with contextlib.suppress(OSError, ImportError):
             import fcntl
 
-            handle = open(self.directory / _LOCK_NAME, "a+b")
+            handle = open(self.directory / _LOCK_NAME, "a+b")  # noqa: SIM115 - held until the finally below
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         try:
             yield

@@ -45,6 +45,7 @@ _EXTENSION_KINDS = {
     ".html": "html",
     ".htm": "html",
 }
+DOCUMENT_SUFFIXES = frozenset(_EXTENSION_KINDS)  # the file name endings read as documents (lower case)
 
 
 @dataclass(frozen=True)

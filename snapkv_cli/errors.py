@@ -179,3 +179,45 @@ class FileNameTooLong(UserError):
         shown = source if len(source) <= 60 else source[:57] + "..."
         super().__init__(f"a file name in '{shown}' has {name_bytes} bytes, too long for the file system "
                          "(at most 255 per name): use a shorter name")
+
+
+class UnsupportedAttention(UserError):
+    """A method keeps different numbers of tokens per KV head, which the model's attention implementation cannot mask.
+
+    ``method`` is the compression method, ``implementation`` the model's attention implementation, ``supported``
+    those that work.
+    """
+
+    def __init__(self, method: str, implementation: str | None, supported: tuple[str, ...]):
+        self.method, self.implementation, self.supported = method, implementation, supported
+        super().__init__(f"method {method!r} keeps a different number of tokens per KV head, which needs an attention "
+                         f"mask that {implementation!r} attention does not take: load the model with "
+                         f"attn_implementation {' or '.join(repr(s) for s in supported)}, or set head_budgets "
+                         "to 'uniform'")
+
+
+class BadJob(UserError):
+    """A line of a batch jobs file that cannot be run: ``source`` (the file, or ``<stdin>``), ``line`` (1-based) and
+    ``reason``."""
+
+    def __init__(self, source: str, line: int, reason: str):
+        self.source, self.line, self.reason = source, line, reason
+        super().__init__(f"{source} line {line}: {reason}")
+
+
+class OutputInUse(UserError):
+    """Another running batch is appending to the same output file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        super().__init__(f"{path} is being written by another snapkv batch; wait for it, or write to another file")
+
+
+class RayUnavailable(UserError):
+    """Ray, the optional distributed engine, is not installed (or cannot be imported)."""
+
+    INSTALL = "pip install 'snapkv-cli[ray]'"
+
+    def __init__(self, reason: str = "it is not installed"):
+        self.reason = reason
+        super().__init__(f"running on Ray needs Ray, but {reason}: {self.INSTALL}")

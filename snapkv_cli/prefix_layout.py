@@ -8,9 +8,10 @@ window needs) is exported as named tensors, per layer ``i``:
 - ``layers.i.window_positions``: (window,), int64
 - ``layers.i.accumulated_attention`` (H2O only): (1, kv_heads, query_heads // kv_heads, prefix_tokens), float32
 
-plus ``prefix_ids``: (prefix_tokens,), int64, where window = min(window_size, prefix_tokens). :func:`check_prefix_tensors`
-compares a loaded dict with :func:`expected_prefix_layout` before anything is imported into a cache, so a file of
-the wrong shape or dtype is refused instead of crashing (or silently corrupting) the attention.
+plus ``prefix_ids``: (prefix_tokens,), int64, where window = min(window_size, prefix_tokens).
+:func:`check_prefix_tensors` compares a loaded dict with :func:`expected_prefix_layout` before anything is
+imported into a cache, so a file of the wrong shape or dtype is refused instead of crashing (or silently
+corrupting) the attention.
 """
 
 from __future__ import annotations

@@ -114,8 +114,9 @@ class Prompt:
         }
 
 
-def _render(tokenizer, template: Template, document_text: str, question: str, completion: bool
-            ) -> tuple[str, tuple[int, int], tuple[int, int]]:
+def _render(
+    tokenizer, template: Template, document_text: str, question: str, completion: bool
+) -> tuple[str, tuple[int, int], tuple[int, int]]:
     """The prompt text and the character spans of the document and the question in it: the chat template's
     rendering, or the completion style when ``completion`` is set or the tokenizer has no chat template."""
     user = template.user.replace("{document}", _DOC_MARK).replace("{question}", _QUESTION_MARK)
@@ -140,7 +141,7 @@ def _bos_text(tokenizer) -> str:
         return ""
     try:
         first = tokenizer("a", add_special_tokens=True)["input_ids"][:1]
-    except Exception:  # noqa: BLE001 - an unusual tokenizer: no BOS rather than no prompt
+    except Exception:
         return ""
     return bos if first == [bos_id] else ""
 

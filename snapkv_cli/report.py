@@ -67,10 +67,13 @@ class StopInfo:
 
 @dataclass(frozen=True)
 class CacheInfo:
-    """Prompt KV before and after compression; ``tokens_after`` is the mean over layers and KV heads."""
+    """Prompt KV before and after compression. ``tokens_after`` is the mean number of prompt tokens a (layer, KV
+    head) keeps, ``tokens_allocated`` the mean number of cache slots holding them (more only where heads keep
+    different numbers and are padded, as AdaKV's are); ``bytes_after`` is what is allocated, padding included."""
 
     tokens_before: int
     tokens_after: float
+    tokens_allocated: float
     bytes_before: int
     bytes_after: int
     compression_ratio: float
@@ -180,10 +183,10 @@ def layer_rows(cache: SnapKVCache) -> list[LayerRow]:
     rows = []
     for layer in sorted(cache.records):
         record = cache.records[layer]
-        kept = record.kept_positions.shape[-1]
-        rows.append(LayerRow(layer=layer, kept_tokens_min=kept, kept_tokens_max=kept, kept_tokens_mean=float(kept),
-                             capacity=record.capacity, compressed=record.compressed,
-                             sliding_window=record.sliding))
+        kept = record.kept_per_head()  # real tokens per (batch, KV head); padded heads differ
+        rows.append(LayerRow(layer=layer, kept_tokens_min=int(kept.min()), kept_tokens_max=int(kept.max()),
+                             kept_tokens_mean=float(kept.float().mean()), capacity=record.capacity,
+                             compressed=record.compressed, sliding_window=record.sliding))
     return rows
 
 

@@ -53,6 +53,13 @@ class Runner:
         self._loaded = None
         self._doc_cache = None
 
+    def with_options(self, options: RunOptions) -> Runner:
+        """A runner with ``options`` that shares this one's loaded model, document cache and presenter: for options
+        that change only how documents become prompts (``pages``, ``template``, ``truncate``: a batch job's own)."""
+        runner = Runner(options, self.presenter, load_model=self._load_model)
+        runner._loaded, runner._doc_cache = self.loaded, self.doc_cache  # loads the model if not yet loaded
+        return runner
+
     def read(self, path: str, *, stdin=None) -> Document:
         """The document at ``path`` (``-``: stdin), with the options' page selection and size limit."""
         limit = self.options.max_document_mb

@@ -1,6 +1,9 @@
-"""Helpers shared by the tests: a stand-in tokenizer and the check of a one-line ``Error:``."""
+"""Helpers shared by the tests: a stand-in tokenizer, the check of a one-line ``Error:``, and a record of what
+each forward of a model received."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 # Environment variables that would change what a run does; cleared before every test (conftest.clean_env).
 RUN_ENVIRONMENT = ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_PREFILL_CHUNK", "SNAPKV_CACHE_DOCS",
@@ -30,3 +33,53 @@ def assert_user_error(result, *fragments: str, code: int = 1) -> str:
     for fragment in fragments:
         assert fragment in result.stderr or fragment in squashed, (fragment, result.stderr)
     return result.stderr
+
+
+class Forwards(list):
+    """``(first position, tokens)`` of every forward a model received, in order (the position is None when the
+    caller passed no ``cache_position``). Filled by a forward pre-hook: what the model really saw."""
+
+    def hook(self, module, args, kwargs) -> None:
+        input_ids = args[0] if args else kwargs["input_ids"]
+        cache_position = kwargs.get("cache_position")
+        start = int(cache_position[0]) if cache_position is not None else None
+        self.append((start, int(input_ids.shape[1])))
+
+    def sizes(self) -> list[int]:
+        return [tokens for _, tokens in self]
+
+
+@contextmanager
+def recorded_forwards(model):
+    """``with recorded_forwards(model) as forwards:`` records every forward of ``model`` inside the block."""
+    forwards = Forwards()
+    handle = model.register_forward_pre_hook(forwards.hook, with_kwargs=True)
+    try:
+        yield forwards
+    finally:
+        handle.remove()
+
+
+def record_loaded_forwards(monkeypatch) -> tuple[Forwards, list]:
+    """Make every model the command line loads record its forwards: returns the forwards of all of them, in order,
+    and the loaded models (``LoadedModel``), for tests that drive ``snapkv`` through its CLI."""
+    from snapkv_cli.models import loader
+
+    forwards, loaded_models = Forwards(), []
+    real_load_model = getattr(loader.load_model, "__wrapped__", loader.load_model)  # called again: start afresh
+
+    def load_and_record(*args, **kwargs):
+        loaded = real_load_model(*args, **kwargs)
+        loaded.model.register_forward_pre_hook(forwards.hook, with_kwargs=True)
+        loaded_models.append(loaded)
+        return loaded
+
+    load_and_record.__wrapped__ = real_load_model
+    monkeypatch.setattr(loader, "load_model", load_and_record)
+    return forwards, loaded_models
+
+
+def chunks(first: int, end: int, size: int | None) -> list[tuple[int, int]]:
+    """The ``(first position, tokens)`` forwards that prefill positions [first, end) in chunks of ``size``."""
+    size = size or end - first
+    return [(start, min(size, end - start)) for start in range(first, end, size)]

@@ -65,8 +65,8 @@ def test_accuracy_and_retention_compare_with_full_on_the_same_samples():
     assert cells[("full", None)].accuracy == pytest.approx(2 / 3)
     assert cells[("snapkv", 256)].accuracy == pytest.approx(2 / 3)
     assert cells[("snapkv", 256)].retention == pytest.approx(2 / 2)
-    pooled = {(c.method, c.budget): c for c in overall(summarize(outcomes + [outcome("snapkv", 256, 0, False, length=2048),
-                                                                              outcome("full", None, 0, True, length=2048)]))}
+    longer = [outcome("snapkv", 256, 0, False, length=2048), outcome("full", None, 0, True, length=2048)]
+    pooled = {(c.method, c.budget): c for c in overall(summarize(outcomes + longer))}
     assert pooled[("snapkv", 256)].total == 4 and pooled[("snapkv", 256)].retention == pytest.approx(2 / 3)
 
 

@@ -28,7 +28,7 @@ from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
 from tests.example_writer import make_examples
-from tests.helpers import assert_user_error
+from tests.helpers import assert_user_error, chunks, record_loaded_forwards
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -202,6 +202,11 @@ def test_greedy_and_seeded_sampling_repeat(docs, tiny_model_path):
     first, second = ask_json(*sampled), ask_json(*sampled)
     assert first["answer"] == second["answer"]
     assert first["generated_tokens"] == second["generated_tokens"]
+    # and sampling samples: other seeds give other answers, none of them the greedy one
+    greedy = ask_json(*base)["answer"]
+    answers = [ask_json(*base, "--temperature", "1.5", "--seed", seed)["answer"] for seed in ("1", "2", "3")]
+    assert greedy not in [first["answer"], *answers]
+    assert len({first["answer"], *answers}) == 4
 
 
 def test_quiet_leaves_stderr_empty(docs, tiny_model_path):
@@ -211,11 +216,26 @@ def test_quiet_leaves_stderr_empty(docs, tiny_model_path):
     assert result.stdout.endswith("\n") and result.stdout.count("\n") >= 1
 
 
-def test_model_from_environment_and_dtype(docs, tiny_model_path):
+def test_model_from_environment_and_dtype(docs, tiny_model_path, monkeypatch):
+    _forwards, loaded = record_loaded_forwards(monkeypatch)
     report = ask_json(docs["notes.txt"], QUESTION, *FAST, "--device", "cpu", "--dtype", "bfloat16",
                       env={"SNAPKV_MODEL": tiny_model_path})
     assert report["model"] == tiny_model_path
     assert report["device"] == "cpu" and report["dtype"] == "bfloat16"
+    (model,) = [entry.model for entry in loaded]
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.bfloat16}
+    assert report["cache"]["bytes_before"] == report["cache"]["tokens_before"] * 3 * 2 * 2 * 16 * 2  # bf16 KV
+
+
+def test_report_tells_the_dtype_the_model_has(docs, tiny_model_path, monkeypatch):
+    """A model whose weights do not come in the requested dtype is reported as it is."""
+    import transformers
+
+    real = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, dtype=None, **kwargs: real(*args, **kwargs))
+    report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--dtype", "bfloat16")
+    assert report["dtype"] == "float32"
 
 
 def test_trailing_whitespace_is_not_streamed(docs, tiny_model_path, monkeypatch):
@@ -328,7 +348,7 @@ def test_spinner_does_not_reach_stdout(docs, tiny_model_path, monkeypatch):
 def test_real_pipes(docs, tiny_model_path):
     base = [sys.executable, "-m", "snapkv_cli", "ask", docs["notes.txt"], QUESTION, "--model", tiny_model_path,
             *FAST]
-    plain = subprocess.run(base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    plain = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
     report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST)
     assert plain.stdout == report["answer"] + "\n"
@@ -521,12 +541,24 @@ def test_fraction_budget_with_window_longer_than_prompt_keeps_everything(docs, t
     assert report["cache"]["compression_ratio"] == 1.0
 
 
-def test_prefill_chunk_and_device_map_keep_the_answer_and_the_selection(docs, tiny_model_path):
+def test_prefill_chunk_and_device_map_keep_the_answer_and_the_selection(docs, tiny_model_path, monkeypatch):
+    forwards, _ = record_loaded_forwards(monkeypatch)
     base = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64")
+    assert forwards[0] == (0, base["prompt_tokens"])  # one pass by default
+    forwards, _ = record_loaded_forwards(monkeypatch)
     chunked = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64",
                        "--prefill-chunk", "100")
+    length = chunked["prompt_tokens"]
+    assert length > 200 and forwards[:len(chunks(0, length, 100))] == chunks(0, length, 100)  # the chunks ran
+    assert forwards[len(chunks(0, length, 100)):] == [(length + step, 1) for step in range(3)]  # 4 tokens decoded
+    import transformers
+
+    real, placements = transformers.AutoModelForCausalLM.from_pretrained, []
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, **kwargs: placements.append(kwargs.get("device_map")) or real(*args, **kwargs))
     mapped = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64",
                       "--device-map", "auto")
+    assert placements == ["auto"]  # transformers was asked to place the model (accelerate; all on the CPU here)
     for other in (chunked, mapped):
         assert other["answer"] == base["answer"]
         assert other["cache"] == base["cache"] and other["pages"] == base["pages"]

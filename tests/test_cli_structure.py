@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import click
 import pytest
 import typer.main
 
 from snapkv_cli.cli import app
 from snapkv_cli.cli.options import MODEL_OPTIONS, RUN_OPTIONS
 
-RUN_COMMANDS = ["ask", "inspect", "chat"]
+RUN_COMMANDS = ["ask", "inspect", "chat", "batch"]
 
 
 def _command(path: list[str]):

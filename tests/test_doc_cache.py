@@ -22,7 +22,7 @@ from snapkv_cli.cli.errors import message
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import InvalidValue
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
-from tests.helpers import DigitTokenizer
+from tests.helpers import DigitTokenizer, chunks, record_loaded_forwards
 from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
@@ -77,6 +77,22 @@ def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path
     assert "loaded from the document cache" in result.stderr
 
 
+def test_a_prefix_loaded_from_disk_is_not_prefilled_again(notes, tiny_model_path, monkeypatch):
+    """What the model received: the whole prefix on the first run, only the question's tokens on the second."""
+    args = [notes, QUESTION, "--model", tiny_model_path, "--max-new-tokens", "1", "--budget", "64", "--window", "16"]
+    forwards, _ = record_loaded_forwards(monkeypatch)
+    (first,) = ask(*args)
+    prefix, length = first["prefix"]["tokens"], first["prompt_tokens"]
+    assert forwards == [(0, prefix), (prefix, length - prefix)]
+    # a chunked prefill is its own entry (its last bits differ): prefilled in chunks once, then read from disk
+    for source, expected in (("prefill", chunks(0, prefix, 5) + chunks(prefix, length, 5)),
+                             ("disk", chunks(prefix, length, 5))):
+        forwards, _ = record_loaded_forwards(monkeypatch)
+        (second,) = ask(*args, "--prefill-chunk", "5")
+        assert second["prefix"]["source"] == source
+        assert forwards == expected
+
+
 def test_piped_document_with_the_question_alone(tiny_model_path):
     (first,) = ask(QUESTION, "--model", tiny_model_path, *SMALL, input=TEXT)
     (second,) = ask("-", QUESTION, "--model", tiny_model_path, *SMALL, input=TEXT)
@@ -106,8 +122,9 @@ def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
     loaded = disk.import_prefix(disk._read(cache.path_for(key))[0], model, 16, True)
     for method in ("snapkv", "h2o", "pyramidkv"):
         settings = CompressionSettings(method=method, window_size=12, max_capacity_prompt=40, kernel_size=5)
-        runs = [generate_answer(model, DigitTokenizer(), prefix + question, settings, GenerationOptions(max_new_tokens=6),
-                                prefix=p) for p in (built, loaded)]
+        options = GenerationOptions(max_new_tokens=6)
+        runs = [generate_answer(model, DigitTokenizer(), prefix + question, settings, options, prefix=p)
+                for p in (built, loaded)]
         assert runs[0].generated_ids == runs[1].generated_ids
         for layer, record in runs[0].cache.records.items():
             other = runs[1].cache.records[layer]
@@ -251,7 +268,7 @@ def _store(cache, index: int):
     model = tiny_model("llama")
     ids = prompt_ids(60, seed=100 + index)[0].tolist()
     key = {"entry": index, "window_size": 8, "attention_sums": False}
-    stored, reason, size = cache.store(key, ids, build_prefix(model, ids, window_size=8))
+    stored, reason, _ = cache.store(key, ids, build_prefix(model, ids, window_size=8))
     assert stored, reason
     return key, ids, cache.path_for(key)
 

@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.tiny_models import prompt_ids, tiny_model
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
-from snapkv_cli import cache_secret
+from snapkv_cli import cache_secret, tensor_file
 from snapkv_cli import doc_cache as disk
-from snapkv_cli import tensor_file
 from snapkv_cli.generation import build_prefix
+from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
 TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal. The station's coastguard code is "
@@ -265,7 +264,7 @@ def read_only(monkeypatch, directory: Path) -> None:
     def refuse(*_args, **_kwargs):
         raise OSError(30, "Read-only file system")
 
-    real_unlink, real_mkstemp, real_open = os.unlink, tempfile.mkstemp, open
+    real_unlink, real_mkstemp = os.unlink, tempfile.mkstemp
 
     def unlink(path, *args, **kwargs):
         if Path(path).parent == directory:
@@ -341,7 +340,7 @@ def test_stored_is_never_said_of_an_entry_that_is_gone(tmp_path):
 def test_header_and_data_come_from_the_one_file_that_was_opened(tmp_path, monkeypatch):
     cache = disk.DocCache(tmp_path / "docs")
     key, ids, path = stored(cache, 0)
-    other_key, other_ids, other_path = stored(cache, 1)
+    _, _, other_path = stored(cache, 1)
     real_read_header = tensor_file.read_header
 
     def read_header_then_swap(file):
@@ -387,7 +386,7 @@ def test_the_prefill_chunk_is_part_of_the_key(notes, tiny_model_path, isolated):
 
     loaded = load_model(tiny_model_path, device="cpu")
     ids = list(range(5, 45))
-    key = lambda chunk: disk.prefix_key(loaded, load_template(), ids, 16, False, prefill_chunk=chunk)  # noqa: E731
+    key = lambda chunk: disk.prefix_key(loaded, load_template(), ids, 16, False, prefill_chunk=chunk)
     assert key(None) == key(40) == key(1000)  # a chunk as long as the prefix is one pass
     assert len({disk.key_digest(key(c)) for c in (None, 7, 16)}) == 3
     one_pass = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
@@ -437,7 +436,7 @@ def _race_worker(role: str, directory: str, cap: int, seed: int, start, results)
                 loaded = disk.export_prefix(lookup.cache, ids)
                 counts["mismatch"] += not all(torch.equal(loaded[n], fresh[index][n]) for n in fresh[index])
         results.put((role, counts, None))
-    except BaseException:  # noqa: BLE001 - the test reports it
+    except BaseException:
         results.put((role, None, traceback.format_exc()))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import logging
 import os
 import re
@@ -198,9 +199,9 @@ def test_page_spans_map_back_to_pages(six_page_pdf, tmp_path):
     for doc in docs:
         spans = doc.page_spans()
         assert [number for number, _, _ in spans] == [page.number for page in doc.pages]
-        for (number, start, end), page in zip(spans, doc.pages):
+        for (_, start, end), page in zip(spans, doc.pages):
             assert doc.text[start:end] == page.text
-        for (_, _, end), (_, next_start, _) in zip(spans, spans[1:]):
+        for (_, _, end), (_, next_start, _) in itertools.pairwise(spans):
             assert doc.text[end:next_start] == "\n\n"
         assert spans[0][1] == 0 and spans[-1][2] == len(doc.text)
 

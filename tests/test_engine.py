@@ -165,6 +165,30 @@ def test_cache_reports_sizes():
     assert record.kept_scores().shape == (1, 2, 25)
 
 
+def test_sliding_layer_is_recorded_as_it_is_stored():
+    """Gemma 3's sliding layer keeps its last tokens uncompressed: its record names exactly the positions whose keys it
+    holds, counts the whole prompt's bytes before and the stored bytes after, and the summary adds the layers up."""
+    model = prepare(tiny_model("gemma3_text"))
+    input_ids = prompt_ids(100)
+    cache, full = SnapKVCache(window_size=8, max_capacity_prompt=40), DynamicCache()
+    with torch.no_grad():
+        model(input_ids, past_key_values=cache, use_cache=True)
+        model(input_ids, past_key_values=full, use_cache=True)  # no config: every layer keeps every token
+    per_token = 2 * 2 * 16 * 4  # (k, v) x kv heads x head_dim x float32, one layer
+    sliding = cache.records[1]
+    stored = cache.layers[1].keys.shape[2]
+    assert sliding.sliding and not sliding.compressed and stored < 100
+    assert sliding.kept_positions[0].tolist() == [list(range(100 - stored, 100))] * 2
+    assert torch.equal(cache.layers[1].keys, full.layers[1].keys[:, :, 100 - stored:])
+    assert (sliding.bytes_before, sliding.bytes_after) == (100 * per_token, stored * per_token)
+    assert sliding.scores is None and sliding.kept_scores() is None
+    summary = cache.summary()
+    assert summary["tokens_before"] == 100 and summary["tokens_after"] == round((40 + stored + 40) / 3, 2)
+    assert summary["bytes_before"] == 3 * 100 * per_token
+    assert summary["bytes_after"] == (80 + stored) * per_token
+    assert summary["compression_ratio"] == round(300 / (80 + stored), 4)
+
+
 def test_budget_fraction_resolves_against_prompt_length():
     model = prepare(tiny_model("llama"))
     cache = SnapKVCache(window_size=4, max_capacity_prompt=0.25)
@@ -182,6 +206,21 @@ def test_pyramidkv_budgets_shrink_with_depth_and_keep_the_mean():
     assert abs(sum(budgets) / 30 - 1024) <= 1
 
 
+def test_pyramidkv_budgets_by_hand():
+    """Budget 1024, window 32, 30 layers, beta 20: 992 extra tokens on average, the deepest layer 992 // 20 = 49 of
+    them, the shallowest 2 x 992 - 49 = 1935, evenly spaced; a prompt too short for that clips the shallowest layer
+    to the prompt and raises the deepest to keep the mean; a model of one layer keeps the budget."""
+    from snapkv_cli.engine.policies import POLICIES
+
+    policy = POLICIES["pyramidkv"](CompressionSettings(method="pyramidkv", window_size=32, max_capacity_prompt=1024))
+    budgets = [policy.capacity(layer, 30, 8000) for layer in range(30)]
+    assert budgets[0] == 1935 + 32 and budgets[-1] == 49 + 32
+    assert budgets[10] == round(1935 - 10 * (1935 - 49) / 29) + 32
+    clipped = [policy.capacity(layer, 30, 1100) for layer in range(30)]
+    assert clipped[0] == 1100 and clipped[-1] == 2 * 992 - 1068 + 32
+    assert policy.capacity(0, 1, 8000) == 1024
+
+
 @pytest.mark.parametrize(
     "kwargs, fragment",
     [
@@ -192,11 +231,19 @@ def test_pyramidkv_budgets_shrink_with_depth_and_keep_the_mean():
         (dict(method="magic"), "choose one of"),
         (dict(max_capacity_prompt=1.5), "fraction"),
         (dict(gqa_aggregation="sum"), "mean or max"),
+        (dict(layer_budgets="cone"), "uniform or pyramid"),
+        (dict(head_budgets="greedy"), "uniform or adaptive"),
+        (dict(head_floor=1.5), "head_floor must be a fraction"),
+        (dict(critical_first_stage=-0.1), "critical_first_stage must be a fraction"),
+        (dict(chunk_size=0), "chunk_size must be a positive integer"),
     ],
 )
 def test_bad_settings_raise_value_error_naming_the_fix(kwargs, fragment):
     with pytest.raises(ValueError, match=fragment):
-        SnapKVCache(**kwargs)
+        if set(kwargs) & {"layer_budgets", "head_budgets", "head_floor", "critical_first_stage", "chunk_size"}:
+            CompressionSettings(**kwargs)
+        else:
+            SnapKVCache(**kwargs)
 
 
 def test_padded_batches_are_refused():
@@ -238,39 +285,64 @@ def test_batch_of_equal_length_prompts_selects_per_row():
     assert torch.equal(cache.records[2].kept_positions[1], single.records[2].kept_positions[0])
 
 
-@hypothesis_settings(max_examples=40, deadline=None)
+@pytest.mark.parametrize("method", POLICY_NAMES)
+@hypothesis_settings(max_examples=10, deadline=None)
 @given(
     prompt_length=st.integers(min_value=6, max_value=160),
     window_size=st.integers(min_value=1, max_value=16),
     extra=st.integers(min_value=1, max_value=120),
     kernel_size=st.sampled_from([1, 3, 5, 7, 15]),
     pooling=st.sampled_from(["avgpool", "maxpool"]),
-    method=st.sampled_from(POLICY_NAMES),
     aggregation=st.sampled_from(["mean", "max"]),
+    layer_budgets=st.sampled_from([None, "uniform", "pyramid"]),
+    head_budgets=st.sampled_from([None, "uniform", "adaptive"]),
+    chunk_size=st.integers(min_value=1, max_value=12),
 )
-def test_selection_invariants(prompt_length, window_size, extra, kernel_size, pooling, method, aggregation):
+def test_selection_invariants(method, prompt_length, window_size, extra, kernel_size, pooling, aggregation,
+                              layer_budgets, head_budgets, chunk_size):
+    """Every method, alone or with either layer and head allotment: each layer keeps its capacity per KV head on
+    average (exactly, per head, unless heads are allotted adaptively), every head keeps the window, its kept positions
+    are sorted and unique, padding slots only pad, the cache holds exactly the kept keys, and the bytes reported are
+    the bytes allocated."""
     model = prepare(tiny_model("llama"))
     input_ids = prompt_ids(prompt_length, seed=prompt_length)
     capacity = window_size + extra
-    cache = SnapKVCache(window_size, capacity, kernel_size, pooling, method=method, gqa_aggregation=aggregation)
+    settings = CompressionSettings(method=method, window_size=window_size, max_capacity_prompt=capacity,
+                                   kernel_size=kernel_size, pooling=pooling, gqa_aggregation=aggregation,
+                                   layer_budgets=layer_budgets, head_budgets=head_budgets, chunk_size=chunk_size)
+    cache = SnapKVCache(settings=settings)
     reference = DynamicCache()
     with torch.no_grad():
         model(input_ids, past_key_values=cache, use_cache=True)
         model(input_ids, past_key_values=reference, use_cache=True)
-    num_layers = model.config.num_hidden_layers
+    num_layers, kv_heads = model.config.num_hidden_layers, model.config.num_key_value_heads
     assert sorted(cache.records) == list(range(num_layers))
+    allocated = 0
     for layer_idx, record in cache.records.items():
         layer_capacity = cache.policy.capacity(layer_idx, num_layers, prompt_length)
         expected = prompt_length if method == "full" else min(layer_capacity, prompt_length)
+        counts = record.kept_per_head()[0]
         kept = record.kept_positions
-        assert kept.shape == (1, 2, expected)
-        assert bool((kept[..., 1:] > kept[..., :-1]).all()), "sorted and unique"
-        assert int(kept.min()) >= 0 and int(kept.max()) < prompt_length
+        assert kept.shape == (1, kv_heads, int(counts.max()))
+        assert int(counts.sum()) == kv_heads * expected
+        if cache.policy.head_allotment == "uniform" or expected == prompt_length:
+            assert record.kept_counts is None and counts.tolist() == [expected] * kv_heads
+        else:
+            floor = int(settings.head_floor * (expected - window_size))
+            assert int(counts.min()) >= window_size + floor
         window = torch.arange(max(0, prompt_length - window_size), prompt_length)
-        assert bool(torch.isin(window, kept[0, 0]).all()) and bool(torch.isin(window, kept[0, 1]).all())
+        for head in range(kv_heads):
+            positions = record.head_positions(0, head)
+            assert len(positions) == int(counts[head])
+            assert bool((positions[1:] > positions[:-1]).all()), "sorted and unique"
+            assert int(positions.min()) >= 0 and int(positions.max()) < prompt_length
+            assert bool(torch.isin(window, positions).all()), "window kept"
+            assert bool((kept[0, head, len(positions):] == prompt_length - 1).all()), "padding repeats the last token"
         full_keys = reference.layers[layer_idx].keys
         index = kept.unsqueeze(-1).expand(-1, -1, -1, full_keys.shape[-1])
         assert torch.equal(cache.layers[layer_idx].keys, full_keys.gather(2, index))
+        allocated += 2 * kept.numel() * full_keys.shape[-1] * full_keys.element_size()
+    assert cache.summary()["bytes_after"] == allocated
 
 
 def test_fraction_budget_on_a_prompt_inside_the_window_keeps_everything():
@@ -278,3 +350,39 @@ def test_fraction_budget_on_a_prompt_inside_the_window_keeps_everything():
     assert settings.capacity_for(40) == 40
     with pytest.raises(ValueError, match="not more than the window"):
         settings.capacity_for(100)
+
+
+def test_attached_prepares_for_the_block_only():
+    import transformers
+
+    from snapkv_cli import attached
+    from tests.tiny_models import FAMILY_CONFIGS
+
+    model = transformers.AutoModelForCausalLM.from_config(FAMILY_CONFIGS["llama"]()).eval()
+
+    def compress():
+        cache = SnapKVCache(window_size=4, max_capacity_prompt=10)
+        with torch.no_grad():
+            model(prompt_ids(20), past_key_values=cache, use_cache=True)
+        return cache
+
+    with attached(model) as same:
+        assert same is model and compress().records[0].kept_positions.shape[-1] == 10
+    with pytest.raises(RuntimeError, match="prepare"):
+        compress()  # the hooks are gone
+    prepare(model)
+    with attached(model):
+        pass
+    assert compress().records[0].compressed  # prepared before the block: still prepared after it
+
+
+def test_selection_time_is_measured_inside_the_prefill():
+    import time
+
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(window_size=8, max_capacity_prompt=30)
+    started = time.perf_counter()
+    with torch.no_grad():
+        model(prompt_ids(200), past_key_values=cache, use_cache=True)
+    wall = time.perf_counter() - started
+    assert 0 < cache.selection_seconds < wall

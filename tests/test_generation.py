@@ -7,7 +7,7 @@ import torch
 
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
-from tests.helpers import DigitTokenizer
+from tests.helpers import DigitTokenizer, chunks, recorded_forwards
 from tests.tiny_models import prompt_ids, tiny_model
 
 
@@ -36,6 +36,66 @@ def test_chunked_prefill_keeps_the_same_positions_and_answer(family, method, chu
     settings = CompressionSettings(method=method, window_size=8, max_capacity_prompt=40, kernel_size=5,
                                    pooling="maxpool")
     assert_same_selection(run(model, ids, settings), run(model, ids, settings, chunk_size=chunk_size))
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 16, 47, 120, 500])
+def test_prefill_chunks_reach_the_model(chunk_size):
+    """The model receives the prompt in chunks of exactly ``prefill_chunk`` tokens, then one token per decode step."""
+    model = tiny_model("llama")
+    ids = prompt_ids(120, seed=11)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=40)
+    options = GenerationOptions(max_new_tokens=4, stop_at_eos=False, prefill_chunk=chunk_size)
+    with recorded_forwards(model) as forwards:
+        result = generate_answer(model, DigitTokenizer(), ids, settings, options)
+    assert forwards == chunks(0, 120, chunk_size) + [(120 + step, 1) for step in range(3)]
+    assert result.decode_steps == 3 and len(result.generated_ids) == 4
+
+
+@pytest.mark.parametrize("chunk_size", [None, 7, 30])
+def test_prefix_and_question_are_both_prefilled_in_chunks(chunk_size):
+    """A shared prefix is prefilled in chunks, and so is each question's own part, which alone reaches the model."""
+    model = tiny_model("llama")
+    prefix, question = prompt_ids(100, seed=12)[0].tolist(), prompt_ids(20, seed=13)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=40)
+    with recorded_forwards(model) as forwards:
+        shared = build_prefix(model, prefix, window_size=8, chunk_size=chunk_size)
+    assert forwards == chunks(0, 100, chunk_size)
+    options = GenerationOptions(max_new_tokens=1, prefill_chunk=chunk_size)
+    with recorded_forwards(model) as forwards:
+        result = generate_answer(model, DigitTokenizer(), prefix + question, settings, options, prefix=shared)
+    assert forwards == chunks(100, 120, chunk_size)
+    assert result.reused_prefix_tokens == 100 and result.prompt_tokens == 120
+
+
+def test_sampler_draws_from_the_tempered_softmax():
+    """Draws of the next token follow softmax(logits / temperature): not the argmax, not the untempered softmax."""
+    from snapkv_cli.generation import _next_token
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
+    assert int(_next_token(logits, 0.0, None)) == 0
+    for temperature in (0.5, 2.0):
+        generator = torch.Generator().manual_seed(5)
+        draws = [int(_next_token(logits, temperature, generator)) for _ in range(3000)]
+        frequencies = torch.bincount(torch.tensor(draws), minlength=4).double() / len(draws)
+        expected = torch.softmax(logits[0].double() / temperature, dim=0)
+        assert (frequencies - expected).abs().max() < 0.03, (temperature, frequencies, expected)
+
+
+def test_sampling_differs_from_greedy_and_repeats_for_a_seed():
+    model = tiny_model("llama")
+    ids = prompt_ids(60, seed=15)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=40)
+
+    def answer(temperature: float, seed: int | None) -> list[int]:
+        options = GenerationOptions(max_new_tokens=8, temperature=temperature, seed=seed, stop_at_eos=False)
+        return generate_answer(model, DigitTokenizer(), ids, settings, options).generated_ids
+
+    greedy = answer(0.0, None)
+    assert answer(0.0, 3) == greedy  # a seed changes nothing at temperature 0
+    sampled = {seed: answer(1.0, seed) for seed in range(4)}
+    assert all(answer(1.0, seed) == tokens for seed, tokens in sampled.items())  # a seed repeats
+    assert all(tokens != greedy for tokens in sampled.values())
+    assert len({tuple(tokens) for tokens in sampled.values()}) == len(sampled)  # seeds differ
 
 
 @pytest.mark.parametrize("family", ["llama", "gemma2"])
@@ -116,3 +176,71 @@ def test_model_dispatched_by_accelerate_compresses_and_answers_the_same(tiny_mod
     reference, result = run(plain, ids, settings), run(dispatched, ids, settings)
     assert all(record.compressed for record in result.cache.records.values())
     assert_same_selection(reference, result)
+
+
+def test_streamed_text_is_the_answer_one_whole_character_at_a_time():
+    """``on_text`` never gets half a multi-byte character: here each generated token is the next byte of a text."""
+    text = "naïve café ☕ ok"
+    data = text.encode("utf-8")
+
+    class ByteTokenizer:
+        eos_token_id = None
+
+        def decode(self, ids, skip_special_tokens=True):
+            return data[:len(ids)].decode("utf-8", errors="replace")
+
+    pieces: list[str] = []
+    options = GenerationOptions(max_new_tokens=len(data), stop_at_eos=False)
+    result = generate_answer(tiny_model("llama"), ByteTokenizer(), prompt_ids(30, seed=16)[0].tolist(),
+                             CompressionSettings(window_size=8, max_capacity_prompt=20), options,
+                             on_text=pieces.append)
+    assert pieces == list(text)
+    assert result.answer == text and len(result.generated_ids) == len(data)
+
+
+def test_stop_tokens_come_from_the_generation_config_and_the_tokenizer():
+    from types import SimpleNamespace
+
+    from snapkv_cli.generation import stop_token_ids
+
+    def model(eos):
+        return SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=eos))
+
+    assert stop_token_ids(model([5, 7]), SimpleNamespace(eos_token_id=9)) == {5, 7, 9}
+    assert stop_token_ids(model(4), SimpleNamespace(eos_token_id=None)) == {4}
+    assert stop_token_ids(model(None), SimpleNamespace(eos_token_id=None)) == set()
+
+
+def test_generation_stops_at_an_eos_token_unless_told_not_to():
+    model = tiny_model("llama")
+    ids = prompt_ids(50, seed=17)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=8,
+                                                                                      stop_at_eos=False))
+    tokenizer = DigitTokenizer()
+    tokenizer.eos_token_id = free.generated_ids[3]
+    stops = {tokenizer.eos_token_id, model.generation_config.eos_token_id}
+    first_stop = next(index for index, token in enumerate(free.generated_ids) if token in stops)
+    stopped = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=8))
+    assert stopped.generated_ids == free.generated_ids[:first_stop]
+    assert stopped.decode_steps == first_stop
+    ignoring = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=8, stop_at_eos=False))
+    assert ignoring.generated_ids == free.generated_ids
+
+
+def test_timings_and_decode_rate():
+    import time
+    from dataclasses import replace
+
+    model = tiny_model("llama")
+    ids = prompt_ids(60, seed=18)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    started = time.perf_counter()
+    result = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=5,
+                                                                                        stop_at_eos=False))
+    wall = time.perf_counter() - started
+    assert result.prefill_s > 0 and result.decode_s > 0 and result.prefill_s + result.decode_s <= wall
+    assert result.decode_steps == 4 and result.decode_tokens_per_s == pytest.approx(4 / result.decode_s)
+    assert replace(result, decode_s=0.0).decode_tokens_per_s == 0.0
+    nothing = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=0))
+    assert nothing.generated_ids == [] and nothing.decode_steps == 0 and nothing.answer == ""

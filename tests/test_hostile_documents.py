@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.example_writer import make_examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -33,6 +32,7 @@ from snapkv_cli.errors import (
     NotARegularFile,
     UserError,
 )
+from tests.example_writer import make_examples
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSIONS = (".pdf", ".txt", ".text", ".log", ".rst", ".md", ".markdown", ".html", ".htm", ".bin", "")
@@ -97,7 +97,7 @@ def test_legacy_encodings(tmp_path):
 @pytest.mark.parametrize("suffix", [".txt", ".md", ".html", ".log"])
 def test_binary_content_is_refused_whatever_the_extension(tmp_path, suffix):
     executable = Path(sys.executable).resolve().read_bytes()[:200_000]
-    with pytest.raises(BinaryDocument, match="is not a text document .*zero bytes"):
+    with pytest.raises(BinaryDocument, match=r"is not a text document .*zero bytes"):
         load_document(write(tmp_path, "program" + suffix, executable))
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(1, 256)) * 8  # no zero bytes: control characters give it away
     with pytest.raises(BinaryDocument, match="control characters"):
@@ -125,7 +125,7 @@ def _load_in_thread(path: str, seconds: float = 10.0):
     def target() -> None:
         try:
             outcome["document"] = load_document(path)
-        except BaseException as error:  # noqa: BLE001 - reported to the test below
+        except BaseException as error:
             outcome["error"] = error
 
     thread = threading.Thread(target=target, daemon=True)

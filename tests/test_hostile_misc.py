@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -131,12 +130,12 @@ def test_an_ignored_hangup_stays_ignored(tmp_path):
 def test_an_error_while_writing_still_removes_the_temporary_file(tmp_path):
     from snapkv_cli.views.atomic import atomic_output
 
-    with pytest.raises(RuntimeError):
-        with atomic_output(tmp_path / "x.png", binary=True) as file:
-            file.write(b"\x89PNG")
-            raise RuntimeError("renderer failed")
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(RuntimeError), atomic_output(tmp_path / "x.png", binary=True) as file:
+        file.write(b"\x89PNG")
+        raise RuntimeError("renderer failed")
     assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # handlers restored
+    assert signal.getsignal(signal.SIGTERM) == before  # handlers restored
 
 
 # --------------------------------------------------------------------------- a full disk during the conversion

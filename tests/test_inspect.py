@@ -146,6 +146,50 @@ def test_json_matches_the_engine(docs, tiny_model_path, loaded):
         start, end = page["span"]
         assert set(prompt.token_pages[start:end]) == {page["page"]}
         assert page["kept_share"] == row["kept_share"] and page["document_tokens"] == end - start
+    # the kept share, counted here: kept positions on the page over all (layer, KV head) pairs / (its tokens x pairs)
+    pairs = [head["kept"] for layer in data["layers"] for head in layer["heads"]]
+    for page in data["pages"]:
+        start, end = page["span"]
+        kept_on_page = sum(1 for kept in pairs for position in kept if start <= position < end)
+        assert page["kept_share"] == pytest.approx(kept_on_page / ((end - start) * len(pairs)), abs=1e-4)
+    assert 0 < min(page["kept_share"] for page in data["pages"]) < max(page["kept_share"] for page in data["pages"]) < 1
+
+
+def test_kernel_pooling_and_gqa_options_reach_the_scores(docs, tiny_model_path):
+    """The scores ``inspect`` shows are those of the requested kernel, pooling and GQA reduction, computed here from
+    the eager model's own attention weights (tests/test_scores_reference.py)."""
+    import torch
+    import transformers
+
+    from tests.test_scores_reference import snapkv_reference
+
+    eager = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
+    seen = set()
+    for kernel, pooling, gqa in (("5", "avgpool", "max"), ("15", "maxpool", "mean"), ("1", "avgpool", "mean")):
+        data = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--kernel", kernel,
+                            "--pooling", pooling, "--gqa", gqa)
+        with torch.no_grad():
+            attentions = eager(torch.tensor([data["token_ids"]]), output_attentions=True).attentions
+        settings = CompressionSettings(window_size=8, max_capacity_prompt=64, kernel_size=int(kernel),
+                                       pooling=pooling, gqa_aggregation=gqa)
+        for layer in data["layers"]:
+            reference = snapkv_reference(attentions[layer["layer"]][0].double(), settings, len(layer["heads"]))
+            for head in layer["heads"]:
+                expected = reference[head["head"], head["kept"]].tolist()
+                assert head["scores"] == pytest.approx(expected, rel=2e-5, abs=1e-7), (kernel, pooling, gqa)
+        seen.add(json.dumps(data["layers"]))
+    assert len(seen) == 3
+
+
+def test_random_method_follows_the_seed(docs, tiny_model_path):
+    def kept(*seed: str) -> list:
+        data = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--method", "random",
+                            *seed)
+        return [head["kept"] for layer in data["layers"] for head in layer["heads"]]
+
+    assert kept("--seed", "1") == kept("--seed", "1")
+    assert kept("--seed", "1") != kept("--seed", "2")
+    assert kept() != kept("--seed", "2")
 
 
 def test_json_full_method_and_streamingllm(docs, tiny_model_path):
@@ -154,6 +198,8 @@ def test_json_full_method_and_streamingllm(docs, tiny_model_path):
     for layer in full["layers"]:
         assert layer["scored"] is False and layer["compressed"] is False
         assert all(head["kept"] == everything and head["scores"] is None for head in layer["heads"])
+    full_pdf = inspect_json(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *SMALL, "--method", "full")
+    assert [page["kept_share"] for page in full_pdf["pages"]] == [1.0, 1.0, 1.0]  # every token of every page kept
     streaming = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--method", "streamingllm",
                              "--budget", "24", "--window", "8")
     length = streaming["prompt_tokens"]

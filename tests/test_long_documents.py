@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.example_writer import make_examples
 from typer.testing import CliRunner
 
 from snapkv_cli.bench.haystack import haystack
 from snapkv_cli.cli import app
+from tests.example_writer import make_examples
 
 pytestmark = pytest.mark.slow
 

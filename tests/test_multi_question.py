@@ -20,6 +20,11 @@ from snapkv_cli.documents import Document, Page, load_document
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.prompting import load_template
+from tests.helpers import chunks, record_loaded_forwards, recorded_forwards
+
+GENERATION_4 = GenerationOptions(max_new_tokens=4)
+GENERATION_6 = GenerationOptions(max_new_tokens=6)
+GENERATION_24 = GenerationOptions(max_new_tokens=24)
 
 runner = CliRunner()
 TEXT = (
@@ -81,7 +86,7 @@ def assert_same_answer(separate, shared):
 # --------------------------------------------------------------------------- the library
 
 
-@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv"])
+@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv"])
 def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, monkeypatch):
     document, template = load_document(notes), load_template()
     settings = CompressionSettings(method=method, window_size=16, max_capacity_prompt=64, kernel_size=15,
@@ -90,10 +95,10 @@ def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, 
     real_build = pipeline.DocumentSession._obtain
     monkeypatch.setattr(pipeline.DocumentSession, "_obtain",
                         lambda self, ids: built.append(len(ids)) or real_build(self, ids))
-    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GenerationOptions(max_new_tokens=6))
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GENERATION_6)
     for index, question in enumerate(QUESTIONS):
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, template, generation=GenerationOptions(max_new_tokens=6))
+        separate = pipeline.ask(loaded, document, question, settings, template, generation=GENERATION_6)
         assert_same_answer(separate, shared)
         report = shared.report.to_json()
         assert report["question_index"] == index
@@ -106,6 +111,52 @@ def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, 
     assert len(built) == 1  # the document was read once
 
 
+@pytest.mark.parametrize("chunk", [None, 8])
+def test_each_question_prefills_only_its_own_tokens(loaded, notes, chunk):
+    """What the model received: the prefix once (in chunks, if asked), then for each question only the tokens after
+    the prefix (in chunks too), then one token per decode step. A lone question is prefilled whole, in one pass."""
+    document, template = load_document(notes), load_template()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
+    generation = GenerationOptions(max_new_tokens=3, stop_at_eos=False, prefill_chunk=chunk)
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=generation)
+    for index, question in enumerate(QUESTIONS):
+        with recorded_forwards(loaded.model) as forwards:
+            answer = session.ask(question)
+        prompt = answer.prompt
+        prefix_forwards = chunks(0, prompt.prefix_length, chunk) if index == 0 else []
+        decode_forwards = [(prompt.length, 1), (prompt.length + 1, 1)]
+        assert prompt.length - prompt.prefix_length > 8  # long enough that chunk 8 splits the question's part
+        assert forwards == prefix_forwards + chunks(prompt.prefix_length, prompt.length, chunk) + decode_forwards
+        assert answer.result.reused_prefix_tokens == prompt.prefix_length
+    with recorded_forwards(loaded.model) as forwards:
+        alone = pipeline.ask(loaded, document, QUESTIONS[0], settings, template, generation=generation)
+    assert forwards == chunks(0, alone.prompt.length, chunk) + [(alone.prompt.length + step, 1) for step in range(2)]
+    assert alone.result.reused_prefix_tokens == 0
+
+
+def test_session_progress_and_times(loaded, notes):
+    """What a session tells as it goes, and which answer carries the load and prefix times."""
+    document, template = load_document(notes), load_template()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64)
+    messages: list[str] = []
+    session = pipeline.DocumentSession(loaded, document, settings, template,
+                                       generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+    first, second = session.ask(QUESTIONS[0]), session.ask(QUESTIONS[1])
+    prefix = first.prompt.prefix_length
+    assert messages == [f"Reading the document: {prefix} tokens...",
+                        f"Prefill: {first.prompt.length - prefix} question tokens...",
+                        f"Prefill: {second.prompt.length - prefix} question tokens..."]
+    assert first.report.timings.load_s == round(loaded.load_seconds, 3) > 0 and second.report.timings.load_s == 0
+    assert first.report.prefix.seconds > 0 and second.report.prefix.seconds == 0
+    assert first.report.timings.prefix_s == first.report.prefix.seconds and second.report.timings.prefix_s == 0
+    messages.clear()
+    alone = pipeline.DocumentSession(loaded, document, settings, template, share_prefix=False,
+                                     generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+    answer = alone.ask(QUESTIONS[0])
+    assert messages == [f"Prefill: {answer.prompt.length} tokens..."]
+    assert answer.report.prefix.seconds == 0 and answer.report.prefix.source == "prefill"
+
+
 def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_model_path):
     """A longer question truncates the document more: its prefix differs, and it still matches a separate run."""
     from snapkv_cli.models.loader import load_model
@@ -115,12 +166,12 @@ def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=5)
     questions = ["Who?", "Who repaired the fog signal and oiled the clockwork before the great winter storm came?",
                  "Who?"]
-    session = pipeline.DocumentSession(loaded, document, settings, load_template(), generation=GenerationOptions(max_new_tokens=4),
+    session = pipeline.DocumentSession(loaded, document, settings, load_template(), generation=GENERATION_4,
                                        truncate="middle")
     sources = []
     for question in questions:
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, load_template(), generation=GenerationOptions(max_new_tokens=4),
+        separate = pipeline.ask(loaded, document, question, settings, load_template(), generation=GENERATION_4,
                                 truncate="middle")
         assert separate.prompt.truncated_document_tokens > 0
         assert_same_answer(separate, shared)
@@ -222,6 +273,22 @@ def test_chat_answers_each_line(notes, tiny_model_path):
     assert ok("chat", *base, "--quiet", input="").stdout == ""  # end of input right away
 
 
+def test_prefill_chunk_reaches_the_model_for_every_question_of_ask_and_chat(notes, tiny_model_path, monkeypatch):
+    """``--prefill-chunk`` chunks the prefix and each question's own part, with ``-Q`` and in ``chat``."""
+    args = [notes, "--model", tiny_model_path, "--max-new-tokens", "1", "--budget", "64", "--window", "16",
+            "--prefill-chunk", "8", "--json", "--quiet"]
+    for command, extra, input in (("ask", ["-Q", QUESTIONS[0], "-Q", QUESTIONS[1]], None),
+                                  ("chat", [], f"{QUESTIONS[0]}\n{QUESTIONS[1]}\n")):
+        forwards, _ = record_loaded_forwards(monkeypatch)
+        answers = jsonl(ok(command, *args, *extra, input=input).stdout)
+        prefix = answers[0]["prefix"]["tokens"]
+        assert all(line["prefix"]["tokens"] == prefix for line in answers)
+        assert all(line["prompt_tokens"] - prefix > 8 for line in answers), command
+        questions = [part for line in answers for part in chunks(prefix, line["prompt_tokens"], 8)]
+        expected = chunks(0, prefix, 8) + questions
+        assert forwards == expected, command  # --max-new-tokens 1: no decode forward
+
+
 def test_chat_ctrl_c_cancels_the_answer_and_goes_on(notes, tiny_model_path, monkeypatch):
     base = [notes, "--model", tiny_model_path, *SMALL]
     expected = json.loads(ok("ask", notes, QUESTIONS[1], *base[1:], "--json", "--quiet").stdout)["answer"]
@@ -269,11 +336,11 @@ def test_default_model_answers_and_keeps_the_same_as_separate_runs():
     document, template = load_document("examples/field_notes.txt"), load_template()
     settings = CompressionSettings(**CLI_DEFAULTS)
     questions = ["What is the station's coastguard code?", "What is the name of the relief boat?"]
-    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GenerationOptions(max_new_tokens=24))
+    session = pipeline.DocumentSession(loaded, document, settings, template, generation=GENERATION_24)
     answers = []
     for question in questions:
         shared = session.ask(question)
-        separate = pipeline.ask(loaded, document, question, settings, template, generation=GenerationOptions(max_new_tokens=24))
+        separate = pipeline.ask(loaded, document, question, settings, template, generation=GENERATION_24)
         assert shared.prompt.length > settings.max_capacity_prompt  # really compressed
         assert_same_answer(separate, shared)
         answers.append(shared.result.answer)
@@ -309,7 +376,7 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
 
     errors, answers = io.StringIO(), io.StringIO()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
-    options = RunOptions(device="cpu", settings=settings, generation=GenerationOptions(max_new_tokens=4))
+    options = RunOptions(device="cpu", settings=settings, generation=GENERATION_4)
     runner = Runner(options, ChatPresenter(Console(file=errors, width=200), out=answers),
                     load_model=lambda *args, **kwargs: loaded)
     result = run_chat(runner, load_document(notes), stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt))

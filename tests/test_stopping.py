@@ -4,7 +4,6 @@ base model's session applies it (completion-style template, stop strings, report
 from __future__ import annotations
 
 import pytest
-from tests.tiny_models import prompt_ids, tiny_model
 
 from snapkv_cli.documents import Document, Page
 from snapkv_cli.engine import CompressionSettings
@@ -14,6 +13,7 @@ from snapkv_cli.pipeline import DocumentSession
 from snapkv_cli.prompting import load_template
 from snapkv_cli.stopping import BASE_MODEL_STOP, StopRule
 from tests.helpers import DigitTokenizer
+from tests.tiny_models import prompt_ids, tiny_model
 
 RULE = StopRule("test", ("\n\n", "\nQuestion:"))
 
@@ -85,6 +85,7 @@ def _loaded(base_model: bool, tokenizer, model) -> LoadedModel:
 @pytest.mark.parametrize("base_model", [True, False])
 def test_a_base_model_session_uses_the_completion_template_and_the_stop_rule(base_model):
     import transformers
+
     from tests.tiny_models import tiny_tokenizer
 
     tokenizer = tiny_tokenizer()

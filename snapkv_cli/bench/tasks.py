@@ -94,7 +94,8 @@ def multi_key(tokenizer, target_tokens: int, depth: float, seed: int, keys: int 
     depths = [depth] + [rng.random() for _ in range(keys - 1)]
     sentences = [f"The pass code for the {colour} door is {code}." for colour, code in zip(colours, codes)]
     document = _insert(_fill(tokenizer, target_tokens, seed, 40 * keys + 80), sentences, depths)
-    return Task("multi_key", seed, document, f"What is the pass code for the {colours[0]} door? Answer with the number.",
+    question = f"What is the pass code for the {colours[0]} door? Answer with the number."
+    return Task("multi_key", seed, document, question,
                 (codes[0],), distractors=tuple(codes[1:]), depth=depth)
 
 

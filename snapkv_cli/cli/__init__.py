@@ -7,7 +7,7 @@ drive :class:`snapkv_cli.runner.Runner` with a presenter from :mod:`snapkv_cli.p
 
 from __future__ import annotations
 
-from . import ask, bench, cache, chat, inspect, models  # noqa: F401  (each registers its commands on the app)
+from . import ask, batch, bench, cache, chat, inspect, models  # noqa: F401  (each registers its commands on the app)
 from .app import EXAMPLE, app
 
 __all__ = ["EXAMPLE", "app", "main"]

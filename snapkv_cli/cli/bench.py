@@ -98,11 +98,11 @@ def accuracy(
     options,
 ) -> None:
     """Accuracy and retention (accuracy / full-cache accuracy on the same samples) on synthetic long-context tasks."""
-    from ..engine import POLICY_NAMES
-    from ..prompting import load_template
     from ..bench.accuracy import AccuracyPlan, run_accuracy, to_json
     from ..bench.render import accuracy_plot, accuracy_rows, markdown_table, rich_table
     from ..bench.tasks import TASKS
+    from ..engine import POLICY_NAMES
+    from ..prompting import load_template
 
     if quick:
         methods, budgets, lengths, tasks, samples = "full,snapkv,streamingllm", "256,1024", "2048", "single_needle", 3

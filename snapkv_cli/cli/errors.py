@@ -21,6 +21,7 @@ from ..errors import (
     ModelOutOfMemory,
     OutOfRange,
     PromptTooLong,
+    UnsupportedAttention,
     UserError,
 )
 
@@ -28,7 +29,7 @@ DEBUG_ENV = "SNAPKV_DEBUG"
 
 # settings (library names) -> the flag that sets them
 FLAGS = {"budget": "--budget", "truncate": "--truncate", "older_than": "--older-than", "layer": "--layer",
-         "head": "--head", "window_size": "--window", "max_new_tokens": "--max-new-tokens"}
+         "head": "--head", "window_size": "--window", "max_new_tokens": "--max-new-tokens", "workers": "--workers"}
 
 
 def message(error: UserError) -> str:
@@ -50,6 +51,10 @@ def message(error: UserError) -> str:
     if isinstance(error, DocumentTooLarge):
         return (f"'{error.source}' is {error.size_text}, over the {error.limit_text} limit for documents; raise "
                 f"--max-document-mb (env {error.environment}) or give a smaller document")
+    if isinstance(error, UnsupportedAttention):
+        return (f"method {error.method!r} keeps a different number of tokens per KV head, which needs an attention "
+                f"mask that {error.implementation!r} attention does not take: use --head-budgets uniform, or a model "
+                f"loaded with {' or '.join(error.supported)} attention")
     if isinstance(error, ModelOutOfMemory):
         return f"{error}; try a smaller --dtype (bfloat16, float16), another --device, or a smaller model"
     return str(error)

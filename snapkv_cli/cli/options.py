@@ -59,7 +59,8 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 
 RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
     _option("method", str, METHOD, "--method", panel=COMPRESSION_PANEL,
-            help="snapkv, full, pyramidkv, h2o, tova, streamingllm or random."),
+            help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, "
+            "streamingllm or random."),
     _option("budget", str, str(CLI_DEFAULTS["max_capacity_prompt"]), "--budget", panel=COMPRESSION_PANEL,
             help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
     _option("window", int, CLI_DEFAULTS["window_size"], "--window", panel=COMPRESSION_PANEL,
@@ -70,6 +71,10 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
             help="maxpool or avgpool."),
     _option("gqa", str, GQA_AGGREGATION, "--gqa", panel=COMPRESSION_PANEL,
             help="How query heads of a KV group combine their votes: mean or max."),
+    _option("layer_budgets", Optional[str], None, "--layer-budgets", panel=COMPRESSION_PANEL,
+            help="How the budget is shared over layers: uniform or pyramid (default: the method's own)."),
+    _option("head_budgets", Optional[str], None, "--head-budgets", panel=COMPRESSION_PANEL,
+            help="How a layer's budget is shared over KV heads: uniform or adaptive (default: the method's own)."),
     _option("max_new_tokens", int, MAX_NEW_TOKENS, "--max-new-tokens", min=1, panel=PROMPT_PANEL,
             help="Most tokens to generate per answer (also the room kept for it in the context)."),
     _option("temperature", float, 0.0, "--temperature", min=0.0, panel=PROMPT_PANEL, help="0 is greedy."),
@@ -120,6 +125,7 @@ def build_run_options(values: dict):
         settings = CompressionSettings(
             method=values["method"], window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
             kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
+            layer_budgets=values["layer_budgets"], head_budgets=values["head_budgets"],
             seed=values["seed"] if values["seed"] is not None else 0)
     except UserError:
         raise

@@ -16,9 +16,11 @@ import torch
 from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+from ..errors import UnsupportedAttention
 from .attention import attention_probabilities
 from .families import attention_scaling, is_sliding_layer, logit_softcap, project_queries
 from .layers import BufferedLayer
+from .masking import MASKABLE_ATTENTION, CompressedLayerMask
 from .policies import POLICIES, LayerContext
 from .selection import gather_positions, select_kept_positions
 from .settings import CompressionSettings
@@ -94,8 +96,11 @@ class PendingLayer:
 class LayerRecord:
     """What happened to one layer's prompt cache.
 
-    kept_positions: (batch, kv_heads, kept) ascending prompt positions; scores: (batch, kv_heads, prompt_length)
-    policy scores, or None when nothing was scored (the prompt fitted, the method keeps all, or a sliding layer).
+    kept_positions: (batch, kv_heads, slots) the prompt position in each cache slot: ascending, window last;
+    scores: (batch, kv_heads, prompt_length) policy scores, or None when nothing was scored (the prompt fitted, the
+    method keeps all, or a sliding layer). kept_counts: (batch, kv_heads) real tokens per head when heads keep
+    different numbers (AdaKV); each row's slots after its count are padding (the last prompt position repeated,
+    masked out of attention). None when every slot is real.
     """
 
     layer: int
@@ -106,11 +111,22 @@ class LayerRecord:
     bytes_before: int
     bytes_after: int
     sliding: bool = False
+    kept_counts: torch.Tensor | None = None
 
     @property
     def compressed(self) -> bool:
         """Whether the policy evicted anything (a sliding layer's own window does not count)."""
-        return not self.sliding and self.kept_positions.shape[-1] < self.prompt_length
+        return not self.sliding and bool((self.kept_per_head() < self.prompt_length).any())
+
+    def kept_per_head(self) -> torch.Tensor:
+        """(batch, kv_heads) int64 real tokens each KV head keeps (window included; padding not counted)."""
+        if self.kept_counts is not None:
+            return self.kept_counts
+        return torch.full(self.kept_positions.shape[:2], self.kept_positions.shape[-1], dtype=torch.long)
+
+    def head_positions(self, batch: int, head: int) -> torch.Tensor:
+        """(kept,) the ascending prompt positions one KV head keeps, without padding."""
+        return self.kept_positions[batch, head, : int(self.kept_per_head()[batch, head])]
 
     def kept_scores(self) -> torch.Tensor | None:
         """(batch, kv_heads, kept) scores of the kept positions."""
@@ -169,6 +185,7 @@ class SnapKVCache(DynamicCache):
         self._pending: dict[int, PendingLayer] = {}
         self._chunks: dict[int, ChunkQueries] = {}
         self._deferring = False
+        self._masks: dict[int, CompressedLayerMask] = {}  # compressed layers that need a mask of their own
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
 
     # -- called by the prepared model's hooks ----------------------------------------------------------------
@@ -198,6 +215,26 @@ class SnapKVCache(DynamicCache):
             return
         cos, sin = position_embeddings
         self._chunks[layer_idx] = ChunkQueries(module, hidden_states, cos, sin, self.get_seq_length(layer_idx))
+
+    def attention_mask(self, layer_idx: int, query_length: int, model_mask, dtype: torch.dtype,
+                       device: torch.device) -> torch.Tensor | None:
+        """A mask to use instead of ``model_mask`` for this forward's attention in layer ``layer_idx``, or None to
+        keep the model's own.
+
+        A layer whose heads are padded always gets its own (batch, query_heads, query_length, keys) additive mask
+        hiding the padding. Another compressed layer gets a causal one of its own length only where the model's mask
+        is a tensor sized for a layer of another length (PyramidKV under eager attention, say).
+        """
+        record = self.records.get(layer_idx)
+        if record is None or record.sliding:
+            return None
+        key_length = self.get_seq_length(layer_idx) + query_length
+        mask = self._masks.get(layer_idx)
+        if mask is None:
+            if not isinstance(model_mask, torch.Tensor) or model_mask.shape[-1] == key_length:
+                return None
+            mask = self._masks[layer_idx] = CompressedLayerMask()
+        return mask.mask(query_length, key_length, dtype, device)
 
     # -- transformers' Cache API -----------------------------------------------------------------------------
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
@@ -327,17 +364,27 @@ class SnapKVCache(DynamicCache):
             layer_idx=layer_idx,
             num_layers=num_layers,
             keys=keys,
+            values=values,
             window_queries=pending.window_queries,
             window_positions=pending.window_positions,
             scaling=attention_scaling(module),
             softcap=logit_softcap(module),
             settings=self.settings,
             accumulated_attention=pending.accumulated_attention,
+            output_projection=getattr(getattr(module, "o_proj", None), "weight", None),
         )
         scores = self.policy.scores(context)
-        kept_positions = select_kept_positions(scores, self.settings.window_size, capacity)
+        head_budgets = self.policy.head_budgets(scores, capacity)
+        kept = select_kept_positions(self.policy.ranking(context, scores, head_budgets), self.settings.window_size,
+                                     head_budgets)
+        if kept.padded:
+            implementation = getattr(module.config, "_attn_implementation", None)
+            if implementation not in MASKABLE_ATTENTION:
+                raise UnsupportedAttention(self.settings.method, implementation, MASKABLE_ATTENTION)
+            group = pending.window_queries.shape[1] // keys.shape[1]
+            self._masks[layer_idx] = CompressedLayerMask(kept.counts, kept.positions.shape[-1], group)
         layer = self.layers[layer_idx]
-        kept_keys, kept_values = gather_positions(keys, kept_positions), gather_positions(values, kept_positions)
+        kept_keys, kept_values = gather_positions(keys, kept.positions), gather_positions(values, kept.positions)
         if isinstance(layer, BufferedLayer):
             layer.replace_states(kept_keys, kept_values)
         else:
@@ -346,10 +393,11 @@ class SnapKVCache(DynamicCache):
             layer=layer_idx,
             prompt_length=prompt_length,
             capacity=capacity,
-            kept_positions=kept_positions,
+            kept_positions=kept.positions,
             scores=scores.float(),
             bytes_before=_state_bytes(keys, values),
             bytes_after=_state_bytes(layer.keys, layer.values),
+            kept_counts=kept.counts,
         )
 
     def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor, prompt_length: int, *,
@@ -381,14 +429,21 @@ class SnapKVCache(DynamicCache):
         return max((record.prompt_length for record in self.records.values()), default=0)
 
     def summary(self) -> dict:
-        """Cache sizes before and after compression, over all recorded layers."""
+        """Cache sizes before and after compression, over all recorded layers.
+
+        ``tokens_after`` is the mean number of prompt tokens a (layer, KV head) keeps; ``tokens_allocated`` the mean
+        number of cache slots it holds them in (larger only where heads keep different numbers and are padded);
+        ``bytes_after`` is what is allocated, padding included.
+        """
         records = [self.records[i] for i in sorted(self.records)]
         bytes_before = sum(r.bytes_before for r in records)
         bytes_after = sum(r.bytes_after for r in records)
-        kept = [r.kept_positions.shape[-1] for r in records]
+        kept = [float(r.kept_per_head().float().mean()) for r in records]
+        slots = [r.kept_positions.shape[-1] for r in records]
         return {
             "tokens_before": self.prompt_length,
             "tokens_after": round(sum(kept) / len(kept), 2) if kept else 0,
+            "tokens_allocated": round(sum(slots) / len(slots), 2) if slots else 0,
             "bytes_before": bytes_before,
             "bytes_after": bytes_after,
             "compression_ratio": round(bytes_before / bytes_after, 4) if bytes_after else 1.0,

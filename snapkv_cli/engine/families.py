@@ -49,7 +49,9 @@ def is_sliding_layer(module: nn.Module) -> bool:
     )
 
 
-def project_queries(module: nn.Module, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+def project_queries(
+    module: nn.Module, hidden_states: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> torch.Tensor:
     """Queries exactly as the attention module computes them, RoPE included.
 
     hidden_states: (batch, tokens, hidden); cos, sin: (batch, tokens, rotary_dim) for those tokens.

@@ -18,15 +18,28 @@ def _cache_from(kwargs: dict):
     return cache if cache is not None else kwargs.get("past_key_values")
 
 
-def _attention_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+def _attention_pre_hook(module: nn.Module, args: tuple, kwargs: dict):
+    """Let the cache see the layer's inputs; for a compressed layer that needs a mask of its own (padded KV heads, or
+    a length the model's mask was not built for), hand the attention the cache's mask instead of the model's."""
     cache = _cache_from(kwargs)
     if not isinstance(cache, SnapKVCache):
-        return
+        return None
     hidden_states = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
     position_embeddings = kwargs.get("position_embeddings")
     if position_embeddings is None and len(args) > 1:
         position_embeddings = args[1]
     cache.observe(module, hidden_states, position_embeddings)
+    positional = "attention_mask" not in kwargs and len(args) > 2
+    model_mask = args[2] if positional else kwargs.get("attention_mask")
+    mask = cache.attention_mask(module.layer_idx, hidden_states.shape[1], model_mask, hidden_states.dtype,
+                                hidden_states.device)
+    if mask is None:
+        return None
+    if positional:
+        args = (*args[:2], mask, *args[3:])
+    else:
+        kwargs["attention_mask"] = mask
+    return args, kwargs
 
 
 def _model_pre_hook(module: nn.Module, args: tuple, kwargs: dict) -> None:

@@ -1,21 +1,51 @@
-"""Turn per-position scores into kept positions, and gather those positions from a layer's states."""
+"""Turn per-position rankings into kept positions, and gather those positions from a layer's states."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 
-def select_kept_positions(scores: torch.Tensor, window_size: int, capacity: int) -> torch.Tensor:
-    """Top ``capacity - window_size`` positions before the window, plus the whole window, sorted.
+@dataclass
+class KeptPositions:
+    """What each KV head of a layer keeps, laid out as its cache slots.
 
-    scores: (batch, kv_heads, prompt_length). Returns (batch, kv_heads, capacity) int64, ascending per head.
-    Requires window_size < capacity < prompt_length.
+    positions: (batch, kv_heads, slots) int64 prompt positions. Each row holds the head's kept positions before the
+    window (ascending), then the window, then padding up to ``slots`` (the last prompt position repeated; those
+    slots are masked out of attention). counts: (batch, kv_heads) int64 real kept tokens per head (window
+    included), or None when every head keeps all ``slots`` (no padding).
     """
-    batch, kv_heads, prompt_length = scores.shape
+
+    positions: torch.Tensor
+    counts: torch.Tensor | None
+
+    @property
+    def padded(self) -> bool:
+        return self.counts is not None
+
+
+def select_kept_positions(ranking: torch.Tensor, window_size: int, prefix_budgets: torch.Tensor) -> KeptPositions:
+    """Each head's top ``prefix_budgets[b, h]`` positions before the window by ``ranking``, plus the whole window.
+
+    ranking: (batch, kv_heads, prompt_length), higher is kept first (float or integer). prefix_budgets: (batch,
+    kv_heads) int64, each in [0, prompt_length - window_size]. Rows of unequal length are padded to the longest
+    (see :class:`KeptPositions`).
+    """
+    batch, kv_heads, prompt_length = ranking.shape
     prefix_length = prompt_length - window_size
-    chosen = scores[..., :prefix_length].topk(capacity - window_size, dim=-1).indices.sort(dim=-1).values
-    window = torch.arange(prefix_length, prompt_length, device=scores.device).expand(batch, kv_heads, window_size)
-    return torch.cat([chosen, window], dim=-1)
+    budgets = prefix_budgets.to(ranking.device)
+    most = int(budgets.max())
+    top = ranking[..., :prefix_length].topk(most, dim=-1).indices  # best first
+    real = torch.arange(most, device=ranking.device) < budgets[..., None]
+    chosen = torch.where(real, top, prefix_length).sort(dim=-1).values  # real positions ascending, then fillers
+    uniform = bool((budgets == most).all())
+    slot = torch.arange(most + window_size, device=ranking.device).expand(batch, kv_heads, -1)
+    count = budgets[..., None]
+    from_chosen = chosen.gather(-1, slot.clamp(max=most - 1)) if most else slot  # (unused when nothing is chosen)
+    positions = torch.where(slot < count, from_chosen,
+                            torch.where(slot < count + window_size, prefix_length + slot - count, prompt_length - 1))
+    return KeptPositions(positions, None if uniform else budgets + window_size)
 
 
 def gather_positions(states: torch.Tensor, kept_positions: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,10 @@ MAX_CONTEXT_TOKENS = 2**24
 
 GQA_AGGREGATIONS = ("mean", "max")
 
+LAYER_BUDGETS = ("uniform", "pyramid")
+
+HEAD_BUDGETS = ("uniform", "adaptive")
+
 
 @dataclass(frozen=True)
 class CompressionSettings:
@@ -21,6 +25,13 @@ class CompressionSettings:
 
     ``max_capacity_prompt`` is the number of prompt tokens each layer and KV head keeps (the
     observation window included), or, when it is a float in (0, 1), that fraction of the prompt.
+
+    How the budget is shared out, for any scoring method: ``layer_budgets`` ``uniform`` (every layer the same) or
+    ``pyramid`` (PyramidKV: decreasing with depth, same mean); ``head_budgets`` ``uniform`` (every KV head the same)
+    or ``adaptive`` (AdaKV: one top-k over all KV heads of a layer, each head keeping at least ``head_floor`` of its
+    even share). ``None`` takes the method's own choice (``pyramidkv`` is pyramid; ``adakv`` and ``defensivekv`` are
+    adaptive; the rest uniform). ``critical_first_stage`` is CriticalKV's share of each head's budget chosen by
+    attention alone (the rest by attention x projected value norm); ``chunk_size`` is ChunkKV's chunk length.
     """
 
     method: str = "snapkv"
@@ -31,6 +42,11 @@ class CompressionSettings:
     gqa_aggregation: str = "mean"
     sink_tokens: int = 4
     pyramid_beta: int = 20
+    layer_budgets: str | None = None
+    head_budgets: str | None = None
+    head_floor: float = 0.2
+    critical_first_stage: float = 0.5
+    chunk_size: int = 10
     query_block_size: int = 256
     seed: int = 0
 
@@ -66,6 +82,16 @@ class CompressionSettings:
             raise ValueError(f"unknown gqa_aggregation {self.gqa_aggregation!r}: choose mean or max")
         if self.sink_tokens < 0 or self.pyramid_beta < 1 or self.query_block_size < 1:
             raise ValueError("sink_tokens must be >= 0, pyramid_beta and query_block_size >= 1")
+        if self.layer_budgets is not None and self.layer_budgets not in LAYER_BUDGETS:
+            raise ValueError(f"unknown layer_budgets {self.layer_budgets!r}: choose uniform or pyramid")
+        if self.head_budgets is not None and self.head_budgets not in HEAD_BUDGETS:
+            raise ValueError(f"unknown head_budgets {self.head_budgets!r}: choose uniform or adaptive")
+        for name in ("head_floor", "critical_first_stage"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be a fraction between 0 and 1, got {value!r}")
+        if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
 
     @property
     def is_fraction(self) -> bool:

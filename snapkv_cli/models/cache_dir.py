@@ -6,6 +6,7 @@ Kept free of heavy imports (no torch, no transformers): the CLI imports it for
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -41,8 +42,6 @@ def dir_size_bytes(path: Path) -> int:
         return path.stat().st_size
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += (Path(root) / name).stat().st_size
-            except OSError:
-                pass
     return total

@@ -126,7 +126,8 @@ def convert_gguf(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
     """Dequantize ``gguf`` with transformers and save it into ``out_dir`` as float32 safetensors with its tokenizer.
 
     Checks that the saved copy reloads to identical weights and token ids and to the same logits (within float
-    rounding) on a chat-formatted message when the tokenizer has a chat template, on plain text otherwise. Returns the versions used, for the marker.
+    rounding) on a chat-formatted message when the tokenizer has a chat template, on plain text otherwise.
+    Returns the versions used, for the marker.
     """
     from snapkv_cli.models.hf_utils import no_gguf_progress_bar, quiet_transformers, strip_gguf_quantizer
 

@@ -37,6 +37,8 @@ _LOAD_HINT = "pass a local directory, a .gguf file, or a Hugging Face id (needs 
 
 @dataclass
 class LoadedModel:
+    """A loaded model and tokenizer; ``device`` and ``dtype`` are read back from the model's weights."""
+
     model: Any
     tokenizer: Any
     name: str  # display name
@@ -47,7 +49,7 @@ class LoadedModel:
     base_model: bool = False  # not instruction-tuned (or no chat template): completion-style prompts, a stop rule
 
 
-def is_base_model(tokenizer: Any, entry: "catalog.CatalogEntry | None" = None) -> bool:
+def is_base_model(tokenizer: Any, entry: catalog.CatalogEntry | None = None) -> bool:
     """A built-in model says whether it is instruction-tuned; any other counts as base without a chat template."""
     if entry is not None:
         return not entry.instruction_tuned
@@ -140,7 +142,9 @@ def load_model(
         elif path.exists():
             raise UserError(f"model path {raw} is a file, not a model directory; pass a directory or a .gguf file")
         elif _looks_like_path(raw):
-            raise UserError(f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id")
+            raise UserError(
+                f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id"
+            )
         else:
             source = raw  # a Hugging Face id
 
@@ -152,7 +156,7 @@ def load_model(
         name=display,
         source=source,
         device=_model_device(model, torch_device),
-        dtype=torch_dtype,
+        dtype=_model_dtype(model, torch_dtype),
         load_seconds=time.monotonic() - started,
         base_model=is_base_model(tokenizer, entry),
     )
@@ -176,6 +180,14 @@ def torch_dtype_name(dtype: torch.dtype) -> str:
 def _model_device(model: Any, fallback: torch.device) -> torch.device:
     try:
         return next(model.parameters()).device
+    except (StopIteration, AttributeError, TypeError):
+        return fallback
+
+
+def _model_dtype(model: Any, fallback: torch.dtype) -> torch.dtype:
+    """The dtype the model's weights really have (what reports show), not the one asked for."""
+    try:
+        return next(parameter.dtype for parameter in model.parameters() if parameter.is_floating_point())
     except (StopIteration, AttributeError, TypeError):
         return fallback
 

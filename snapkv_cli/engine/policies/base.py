@@ -1,6 +1,7 @@
-"""The one thing a compression policy does: score prompt positions (or allot a layer its budget).
+"""The one thing a compression policy does: score prompt positions (or allot a layer or its heads their budgets).
 
-Selection, gathering and bookkeeping live once, in :mod:`snapkv_cli.engine.selection` and the cache.
+Selection, gathering and bookkeeping live once, in :mod:`snapkv_cli.engine.selection` and the cache; how budgets
+are shared out over layers and heads lives once, in :mod:`snapkv_cli.engine.allotment`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import ClassVar
 
 import torch
 
+from ..allotment import head_prefix_budgets, layer_capacity
 from ..attention import attention_probabilities
 from ..settings import CompressionSettings
 
@@ -20,10 +22,13 @@ class LayerContext:
     """What a policy may look at when it scores one layer at the end of the prefill.
 
     keys: (batch, kv_heads, prompt_length, head_dim), rotated, as the attention saw them.
+    values: (batch, kv_heads, prompt_length, head_dim).
     window_queries: (batch, query_heads, window, head_dim), the rotated queries of the last prompt tokens.
     window_positions: (window,) their absolute positions.
     accumulated_attention: (batch, kv_heads, group, prompt_length) attention summed over every prompt query,
         present only for policies that set ``accumulates_attention``.
+    output_projection: (hidden, query_heads * head_dim), the weight of the attention's output projection (``o_proj``):
+        head ``q``'s output reaches the residual stream through columns ``q * head_dim ... (q + 1) * head_dim``.
     """
 
     layer_idx: int
@@ -34,7 +39,9 @@ class LayerContext:
     scaling: float
     softcap: float | None
     settings: CompressionSettings
+    values: torch.Tensor | None = field(default=None)
     accumulated_attention: torch.Tensor | None = field(default=None)
+    output_projection: torch.Tensor | None = field(default=None)
 
     @property
     def prompt_length(self) -> int:
@@ -49,20 +56,42 @@ class LayerContext:
 
 
 class Policy:
-    """Base of every compression policy. Subclasses set ``name`` and override :meth:`scores`."""
+    """Base of every compression policy. Subclasses set ``name`` and override :meth:`scores`.
+
+    A layer is compressed in four steps, each one overridable: :meth:`capacity` (its tokens per KV head),
+    :meth:`scores` (what each position is worth), :meth:`head_budgets` (how the layer's budget is split over its KV
+    heads) and :meth:`ranking` (the order in which positions are kept; the scores unless the method ranks otherwise).
+    ``default_layer_budgets`` and ``default_head_budgets`` apply unless the settings choose otherwise.
+    """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     accumulates_attention: ClassVar[bool] = False
     compresses: ClassVar[bool] = True
+    default_layer_budgets: ClassVar[str] = "uniform"
+    default_head_budgets: ClassVar[str] = "uniform"
 
     def __init__(self, settings: CompressionSettings):
         self.settings = settings
+        self.layer_budgets = settings.layer_budgets or self.default_layer_budgets
+        self.head_allotment = settings.head_budgets or self.default_head_budgets
 
     def capacity(self, layer_idx: int, num_layers: int, prompt_length: int) -> int:
-        """Tokens this layer keeps per KV head, window included."""
-        return self.settings.capacity_for(prompt_length)
+        """Tokens this layer keeps per KV head (on average over its heads), window included."""
+        return layer_capacity(self.settings, self.layer_budgets, layer_idx, num_layers, prompt_length)
 
     def scores(self, context: LayerContext) -> torch.Tensor:
         """(batch, kv_heads, prompt_length) float scores; the highest-scoring positions before the window are kept."""
         raise NotImplementedError
+
+    def head_budgets(self, scores: torch.Tensor, capacity: int) -> torch.Tensor:
+        """(batch, kv_heads) int64: positions before the window each KV head keeps, summing to heads x (capacity -
+        window) per row."""
+        window = self.settings.window_size
+        return head_prefix_budgets(scores[..., :-window], capacity - window, self.head_allotment,
+                                   self.settings.head_floor)
+
+    def ranking(self, context: LayerContext, scores: torch.Tensor, head_budgets: torch.Tensor) -> torch.Tensor:
+        """(batch, kv_heads, prompt_length): each head keeps its ``head_budgets`` highest-ranked positions before the
+        window. The scores themselves, unless a method ranks by more than the scores."""
+        return scores

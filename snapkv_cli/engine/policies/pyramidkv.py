@@ -1,4 +1,8 @@
-"""PyramidKV: SnapKV scores, with budgets that shrink with depth (an arithmetic sequence, same mean)."""
+"""PyramidKV: SnapKV scores, with budgets that shrink with depth (an arithmetic sequence, same mean).
+
+The allotment itself lives in :func:`snapkv_cli.engine.allotment.layer_capacity` (``layer_budgets="pyramid"``), so
+any other method can use it too.
+"""
 
 from __future__ import annotations
 
@@ -11,22 +15,7 @@ from .snapkv import pooled_window_votes
 class PyramidKVPolicy(Policy):
     name = "pyramidkv"
     description = "SnapKV scores with per-layer budgets decreasing with depth"
-
-    def capacity(self, layer_idx: int, num_layers: int, prompt_length: int) -> int:
-        """Layer budgets form a decreasing arithmetic sequence whose mean is the requested budget.
-
-        The shallowest layer keeps about twice the requested tokens beyond the window, the deepest
-        ``1 / pyramid_beta`` of them; never more than the prompt.
-        """
-        window = self.settings.window_size
-        mean_extra = self.settings.capacity_for(prompt_length) - window
-        smallest = mean_extra // self.settings.pyramid_beta
-        largest = min(2 * mean_extra - smallest, prompt_length - window)
-        smallest = 2 * mean_extra - largest
-        if num_layers == 1:
-            return mean_extra + window
-        step = (largest - smallest) / (num_layers - 1)
-        return int(round(largest - layer_idx * step)) + window
+    default_layer_budgets = "pyramid"
 
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)

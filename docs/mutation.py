@@ -1,0 +1,190 @@
+"""Mutation testing of the modules whose tests must catch wrong code (issue 15), with mutmut, one module at a time.
+
+    .venv/bin/python docs/mutation.py --install     # once: mutmut (pinned) into this venv
+    flock /tmp/snapkv-heavy.lock .venv/bin/python docs/mutation.py tasks engine pipeline generation
+    .venv/bin/python docs/mutation.py --report      # docs/results/mutation/*.json -> docs/testing.md's table
+
+Each module runs in a scratch copy of the tracked files (``--work``, default ``/tmp/snapkv-mutation/<module>``), so
+the work tree stays clean, against only the fast test files that exercise it (``MODULES`` below); mutmut further runs,
+for each mutant, only the tests that called the mutated function (it records that in a first pass) and stops at the
+first failure (fastest tests first). The counts and every surviving mutant's diff go to
+``docs/results/mutation/<module>.json``; ``--report`` rewrites the generated table between the markers in
+``docs/testing.md``. mutmut is not a project
+dependency: it is installed into the venv only by ``--install``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MUTMUT = "mutmut==3.8.1"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "docs" / "results" / "mutation"
+TESTING_MD = ROOT / "docs" / "testing.md"
+BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
+
+# module -> (files mutated, fast test files that exercise them)
+MODULES: dict[str, tuple[list[str], list[str]]] = {
+    "engine": (["snapkv_cli/engine/*"],
+               ["tests/test_engine.py", "tests/test_scores_reference.py", "tests/test_generation.py"]),
+    "generation": (["snapkv_cli/generation.py"], ["tests/test_generation.py", "tests/test_multi_question.py"]),
+    "pipeline": (["snapkv_cli/pipeline.py"], ["tests/test_multi_question.py", "tests/test_doc_cache.py"]),
+    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py"]),
+}
+# mutmut's exit-code meanings, as its results command names them
+STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout", 24: "timeout", 0: "survived",
+                       5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious", 36: "timeout",
+                       37: "caught by type check", -11: "segfault", -9: "segfault", 152: "timeout",
+                       255: "timeout", None: "not checked"}
+
+
+def install() -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", MUTMUT], check=True)
+
+
+def mutmut_bin() -> str:
+    path = Path(sys.executable).parent / "mutmut"
+    if not path.exists():
+        sys.exit(f"mutmut is not installed in this venv: run {sys.executable} {__file__} --install")
+    return str(path)
+
+
+def scratch_copy(work: Path) -> None:
+    """The tracked files of the work tree (as they are now, uncommitted edits included) in ``work``, over what is
+    there: mutmut's ``mutants/`` stays, so a stopped run continues and unchanged functions keep their results."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            target = work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def setup_cfg(mutated: list[str], tests: list[str]) -> str:
+    lines = ["[mutmut]", "source_paths=snapkv_cli", "only_mutate=", *[f"    {pattern}" for pattern in mutated],
+             "also_copy=", "    examples/", "    prompts/",
+             "pytest_add_cli_args_test_selection=", *[f"    {test}" for test in tests],
+             "pytest_add_cli_args=", "    -m", "    not slow", "    -p", "    no:cacheprovider",
+             "timeout_multiplier=5.0"]
+    return "\n".join(lines) + "\n"
+
+
+def run_module(name: str, work_root: Path, max_children: int, mutants: list[str], results: Path = RESULTS) -> dict:
+    mutated, tests = MODULES[name]
+    work = work_root / name
+    scratch_copy(work)
+    (work / "setup.cfg").write_text(setup_cfg(mutated, tests), encoding="utf-8")
+    environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    started = time.monotonic()
+    command = [mutmut_bin(), "run", "--max-children", str(max_children), *mutants]
+    print(f"[{name}] {' '.join(command)} in {work}", flush=True)
+    with open(work / "mutmut.log", "w") as log:  # its progress spinner; the summary is printed below
+        subprocess.run(command, cwd=work, env=environment, check=False, stdout=log, stderr=subprocess.STDOUT)
+    seconds = time.monotonic() - started
+    return collect(name, work, seconds, max_children, results)
+
+
+def count_mutants(name: str, work_root: Path) -> dict[str, int]:
+    """Generate ``name``'s mutants without testing them (seconds): mutants per mutated file."""
+    mutated, tests = MODULES[name]
+    work = work_root / name
+    scratch_copy(work)
+    (work / "setup.cfg").write_text(setup_cfg(mutated, tests), encoding="utf-8")
+    subprocess.run([sys.executable, "-c", "from mutmut.__main__ import create_mutants; create_mutants(2)"],
+                   cwd=work, check=True, capture_output=True)
+    counts = {}
+    for meta in sorted((work / "mutants").rglob("*.py.meta")):
+        counts[str(meta.relative_to(work / "mutants"))[:-len(".meta")]] = len(
+            json.loads(meta.read_text()).get("exit_code_by_key", {}))
+    return counts
+
+
+def collect(name: str, work: Path, seconds: float, max_children: int, results: Path = RESULTS) -> dict:
+    """Counts per status and every non-killed mutant with its diff, from mutmut's ``mutants/*.meta`` files."""
+    statuses: dict[str, str] = {}
+    for meta in sorted((work / "mutants").rglob("*.py.meta")):
+        data = json.loads(meta.read_text())
+        for mutant, exit_code in data.get("exit_code_by_key", {}).items():
+            statuses[mutant] = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    others = {}
+    for mutant, status in sorted(statuses.items()):
+        if status not in ("killed", "not checked"):
+            shown = subprocess.run([mutmut_bin(), "show", mutant], cwd=work, capture_output=True, text=True)
+            others[mutant] = {"status": status, "diff": shown.stdout.strip()}
+    mutated, tests = MODULES[name]
+    result = {"module": name, "mutated": mutated, "tests": tests, "mutmut": MUTMUT, "max_children": max_children,
+              "seconds": round(seconds), "total": len(statuses), "counts": counts, "not_killed": others}
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"[{name}] {len(statuses)} mutants: {counts} in {seconds:.0f}s", flush=True)
+    return result
+
+
+def report() -> None:
+    """The table of ``docs/testing.md`` from ``docs/results/mutation/*.json`` (equivalent mutants listed there)."""
+    equivalent = json.loads((RESULTS / "equivalent.json").read_text()) if (RESULTS / "equivalent.json").exists() \
+        else {}
+    rows = ["| module | mutants | killed | survived | equivalent (of survived) | other | score (non-equivalent) "
+            "| minutes |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name in MODULES:
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            rows.append(f"| {name} | not run | | | | | | |")
+            continue
+        data = json.loads(path.read_text())
+        counts = data["counts"]
+        killed, survived = counts.get("killed", 0), counts.get("survived", 0)
+        other = data["total"] - killed - survived
+        equal = sum(1 for mutant, entry in data["not_killed"].items()
+                    if entry["status"] == "survived" and mutant in equivalent)
+        scored = data["total"] - equal
+        score = f"{100 * killed / scored:.1f}%" if scored else "-"
+        rows.append(f"| {name} | {data['total']} | {killed} | {survived} | {equal} | {other} | {score} "
+                    f"| {data['seconds'] / 60:.0f} |")
+    text = TESTING_MD.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
+    TESTING_MD.write_text(head + BEGIN + "\n" + "\n".join(rows) + "\n" + END + tail, encoding="utf-8")
+    print("\n".join(rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help=f"modules to mutate, of {', '.join(MODULES)} (default: none)")
+    parser.add_argument("--install", action="store_true", help=f"pip install {MUTMUT} into this venv")
+    parser.add_argument("--report", action="store_true", help="rewrite docs/testing.md's table from the results")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/snapkv-mutation"), help="scratch directory")
+    parser.add_argument("--max-children", type=int, default=2, help="mutants tested in parallel (CPU cores)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where each module's JSON goes")
+    parser.add_argument("--count", action="store_true", help="only count the modules' mutants (no tests run)")
+    parser.add_argument("--mutants", nargs="*", default=[], help="only these mutants (names as mutmut gives them)")
+    args = parser.parse_args()
+    unknown = sorted(set(args.modules) - set(MODULES))
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}: choose from {', '.join(MODULES)}")
+    if args.install:
+        install()
+    if args.count:
+        for name in args.modules:
+            counts = count_mutants(name, args.work)
+            print(f"{name}: {sum(counts.values())} mutants: {counts}")
+        return
+    for name in args.modules:
+        run_module(name, args.work, args.max_children, args.mutants, args.results)
+    if args.report:
+        report()
+
+
+if __name__ == "__main__":
+    main()

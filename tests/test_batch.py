@@ -1,0 +1,405 @@
+"""``snapkv batch``: jobs, the resumable output, and answers equal to ``snapkv ask --json``'s.
+
+The tiny random model answers gibberish: these tests check mechanics (what is asked, what is written once and only
+once, what a rerun skips), never the content of an answer. The Ray executor has its own file (test_batch_ray.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import snapkv_cli.cli as cli
+from snapkv_cli.batch.jobs import Job, expand_documents, jobs_from_paths, read_jobs
+from snapkv_cli.batch.output import AnswerFile, encode
+from snapkv_cli.errors import BadJob, OutputInUse, UserError
+from tests.example_writer import make_examples
+from tests.helpers import assert_user_error
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+NOTES = (
+    "Skerrow Point Light, winter log.\n\n"
+    "The lamp was lit at dusk and the wind came round to the north-west by midnight. "
+    "Duncan Hale repaired the fog signal and oiled the clockwork before the storm. "
+    "The relief boat Morven Lass arrived on Tuesday with coal, letters and fresh bread.\n\n"
+    "Agnes Tolland counted 117 steps up to the lamp room; the coastguard code is K-4417.\n"
+)
+PDF_PAGES = ["# Page one\n\nThe harbour office opens at seven. The first ferry leaves at eight.",
+             "# Page two\n\nThe warehouse at Saltmarsh Gate holds frozen food for the winter season.",
+             "# Page three\n\nThe annual meeting is held on 14 May in the old customs house by the quay."]
+QUESTIONS = ["Who repaired the fog signal?", "What is the coastguard code?"]
+SMALL = ["--max-new-tokens", "4", "--budget", "48", "--window", "16"]
+
+pytestmark = pytest.mark.usefixtures("doc_cache_dir", "one_thread")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("corpus")
+    files = {"notes.txt": NOTES.encode(), "log.md": ("# Log\n\n" + NOTES[200:] + NOTES[:200]).encode(),
+             "report.pdf": make_examples.pdf_bytes(PDF_PAGES), "broken.pdf": b"%PDF-1.4\n(((( broken"}
+    paths = {}
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        paths[name] = str(folder / name)
+    return paths
+
+
+def invoke(*args, input=None):
+    return runner.invoke(cli.app, [str(arg) for arg in args], input=input)
+
+
+def jsonl(text: str) -> list[dict]:
+    assert text == "" or text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def ask_lines(*args) -> list[dict]:
+    result = invoke("ask", *args, "--json", "--quiet")
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    return jsonl(result.stdout)
+
+
+def comparable(line: dict, *also: str) -> dict:
+    """``line`` without what two runs of the same question measure differently (times, memory) and ``also``."""
+    kept = {key: value for key, value in line.items() if key not in ("timings", "memory", *also)}
+    if "prefix" in kept:
+        kept["prefix"] = {key: value for key, value in kept["prefix"].items() if key != "seconds"}
+    return kept
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def test_documents_from_files_folders_and_globs(tmp_path, monkeypatch):
+    for name in ("a.txt", "b.PDF", "sub/c.md", "sub/deep/d.html", ".hidden/e.txt", "sub/.f.txt", "notes.docx"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("text")
+    monkeypatch.chdir(tmp_path)
+    assert expand_documents(["."]) == ["a.txt", "b.PDF", "sub/c.md", "sub/deep/d.html"]
+    assert expand_documents(["sub/**/*.*"]) == ["sub/c.md", "sub/deep/d.html"]
+    # a file is taken as given (its kind is sniffed when read), repeats are dropped, a missing file is kept
+    assert expand_documents(["notes.docx", "a.txt", "sub", "a.txt", "missing.txt"]) == [
+        "notes.docx", "a.txt", "sub/c.md", "sub/deep/d.html", "missing.txt"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no documents in the folder empty"):
+        expand_documents(["empty"])
+    with pytest.raises(UserError, match=r"no files match \*\.rtf"):
+        expand_documents(["*.rtf"])
+    jobs = jobs_from_paths(["a.txt", "sub/c.md"], [" Who? ", "What?", "Who?"])
+    assert jobs == [Job("a.txt", "a.txt", ("Who?", "What?")), Job("sub/c.md", "sub/c.md", ("Who?", "What?"))]
+    with pytest.raises(UserError, match="no questions"):
+        jobs_from_paths(["a.txt"], [])
+
+
+def test_jobs_file(tmp_path):
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"id": "acme", "document": "acme.pdf", "questions": ["Revenue?", "Auditor?"], "pages": "1-3"}\n'
+                    "\n"
+                    '{"id": 7, "document": "b.txt", "question": "Who?", "truncate": "middle", "template": "summary"}\n'
+                    '{"document": "c.txt"}\n')
+    acme, seven, default = read_jobs(str(path), ["Default?"])
+    assert acme == Job("acme", "acme.pdf", ("Revenue?", "Auditor?"), pages="1-3")
+    assert (seven.id, seven.questions, seven.truncate, seven.template.name) == (7, ("Who?",), "middle", "summary")
+    assert (default.id, default.questions) == ("c.txt", ("Default?",))  # the id defaults to the document
+    import io
+
+    assert read_jobs("-", stdin=io.StringIO(path.read_text()), default_questions=["D?"])[0] == acme
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("not json", "line 2: not JSON"),
+    ("[1, 2]", "line 2: not a JSON object"),
+    ('{"document": "a.txt", "pages": "1", "colour": "red"}', "line 2: unknown key 'colour'"),
+    ('{"question": "Who?"}', "line 2: no document"),
+    ('{"document": "a.txt"}', "line 2: no question"),
+    ('{"document": "a.txt", "question": "Who?", "questions": ["What?"]}', "not both"),
+    ('{"document": "a.txt", "questions": []}', "questions must be a non-empty list"),
+    ('{"document": "a.txt", "question": " "}', "question must be a non-empty string"),
+    ('{"id": true, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer"),
+    ('{"id": "first", "document": "b.txt", "question": "Who?"}', 'id "first" is already used on line 1'),
+    ('{"document": "a.txt", "question": "Who?", "truncate": "sideways"}', "truncate must be one of middle"),
+    ('{"document": "a.txt", "question": "Who?", "template": "no-such-template"}', "unknown template"),
+])
+def test_bad_jobs_name_their_line(tmp_path, line, reason):
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"id": "first", "document": "a.txt", "question": "Who?"}\n' + line + "\n")
+    with pytest.raises(BadJob) as caught:
+        read_jobs(str(path))
+    assert str(caught.value).startswith(f"{path} line 2: ") and reason in str(caught.value)
+
+
+# --------------------------------------------------------------------------- the resumable output
+
+
+def answer(job_id, question, **more) -> dict:
+    return {"id": job_id, "answer": "x", "question": question, **more}
+
+
+def test_output_resumes_and_repairs_an_unfinished_last_line(tmp_path):
+    path = tmp_path / "out.jsonl"
+    lines = [answer("a", "Q1"), answer(2, "Q1"), {"id": "b", "question": "Q1", "error": "broken"}]
+    whole = b"".join(encode(line) for line in lines)
+    unfinished = encode(answer("b", "Q2"))[:-9]  # a write that a kill cut short
+    path.write_bytes(whole + unfinished)
+    out = AnswerFile(str(path))
+    assert out.answered == {("a", "Q1"), (2, "Q1")}  # an error line is a record, not an answer
+    assert out.earlier_errors == 1 and out.repaired_bytes == len(unfinished)
+    out.write(answer("b", "Q2"))
+    out.close()
+    assert path.read_bytes() == whole + encode(answer("b", "Q2"))  # no earlier line changed, the tail is gone
+
+    # a whole object that lost only its newline is a line: it gets its newline, nothing is cut
+    path.write_bytes(whole + encode(answer("c", "Q1"))[:-1])
+    out = AnswerFile(str(path))
+    assert ("c", "Q1") in out.answered and out.repaired_bytes == 0
+    out.close()
+    assert path.read_bytes() == whole + encode(answer("c", "Q1"))
+
+
+def test_output_refuses_a_foreign_file_and_a_second_writer(tmp_path):
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("Dear diary,\nnot JSON\n")
+    with pytest.raises(UserError, match="line 1 is not a JSON object"):
+        AnswerFile(str(foreign))
+    assert foreign.read_text() == "Dear diary,\nnot JSON\n"  # untouched
+    first = AnswerFile(str(tmp_path / "out.jsonl"))
+    with pytest.raises(OutputInUse):
+        AnswerFile(str(tmp_path / "out.jsonl"))
+    first.close()
+    AnswerFile(str(tmp_path / "out.jsonl")).close()
+
+
+WRITER = """
+import sys
+from snapkv_cli.batch.output import AnswerFile
+out = AnswerFile(sys.argv[1], sync=False)
+out.write({"id": "small", "answer": "x", "question": "Q"})
+print("ready", flush=True)
+out.write({"id": "big", "question": "Q", "answer": "x" * 128_000_000})  # about half a second to write here
+"""
+
+
+def test_output_after_kill_9_in_the_middle_of_a_write(tmp_path):
+    """Kill a writer once it has started to append a 128 MB line (which takes it about half a second here):
+    reopening keeps every whole line, drops the unfinished one, and the next line starts cleanly."""
+    cut_short = 0
+    for attempt in range(2):
+        path = tmp_path / f"out{attempt}.jsonl"
+        path.write_bytes(encode(answer("earlier", "Q")))
+        process = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, cwd=ROOT)
+        assert process.stdout.readline() == b"ready\n"
+        started = path.stat().st_size + 1000
+        while path.stat().st_size < started and process.poll() is None:  # until the big line is being written
+            time.sleep(0.001)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        data = path.read_bytes()
+        cut_short += not data.endswith(b"\n")
+        whole = data[:data.rfind(b"\n") + 1]
+        assert whole.startswith(encode(answer("earlier", "Q")) + encode(answer("small", "Q")))
+        out = AnswerFile(str(path))
+        assert path.read_bytes() == whole  # only the unfinished tail went
+        assert out.answered == {("earlier", "Q"), ("small", "Q")} | ({("big", "Q")} if len(whole) > 1000 else set())
+        out.write(answer("after", "Q"))
+        out.close()
+        assert jsonl(path.read_text())[-1] == answer("after", "Q")
+        path.unlink()
+    assert cut_short >= 1  # the kill did land inside the write
+
+
+# --------------------------------------------------------------------------- snapkv batch
+
+
+def test_answer_lines_equal_ask_json(corpus, tiny_model_path, tmp_path):
+    """Each answer line is ask's --json object for the same document, questions and options, with the job's id
+    first; a broken PDF gets error lines and the batch goes on; the exit code says something failed."""
+    base = ["--model", tiny_model_path, *SMALL]
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("\n".join(json.dumps(job) for job in [
+        {"id": "notes", "document": corpus["notes.txt"], "questions": QUESTIONS},
+        {"id": "broken", "document": corpus["broken.pdf"]},
+        {"id": 3, "document": corpus["report.pdf"], "question": QUESTIONS[1], "pages": "2-3"},
+        {"id": "log", "document": corpus["log.md"], "question": QUESTIONS[0], "truncate": "middle"},
+    ]) + "\n")
+    result = invoke("batch", "--jobs", jobs, "-Q", "When does the office open?", *base, "--quiet")
+    assert result.exit_code == 1, (result.stderr, result.exception)
+    assert result.stderr == ""
+    lines = jsonl(result.stdout)
+    piped = invoke("batch", "-", "-Q", "When does the office open?", *base, "--quiet", input=jobs.read_text())
+    assert piped.exit_code == 1 and [comparable(line) for line in jsonl(piped.stdout)] == [
+        comparable(line) for line in lines]  # a lone - reads the jobs from stdin
+    assert [(line["id"], line["question"]) for line in lines] == [
+        ("notes", QUESTIONS[0]), ("notes", QUESTIONS[1]), ("broken", "When does the office open?"),
+        (3, QUESTIONS[1]), ("log", QUESTIONS[0])]
+    expected = (ask_lines(corpus["notes.txt"], "-Q", QUESTIONS[0], "-Q", QUESTIONS[1], *base)
+                + ask_lines(corpus["report.pdf"], QUESTIONS[1], "--pages", "2-3", *base)
+                + ask_lines(corpus["log.md"], QUESTIONS[0], "--truncate", "middle", *base))
+    answered = [line for line in lines if "error" not in line]
+    for line, alone in zip(answered, expected, strict=True):
+        assert list(line) == ["id", *alone]  # ask's keys, in ask's order
+        assert comparable(line, "id") == comparable(alone)
+    broken = lines[2]
+    assert broken == {"id": "broken", "document": corpus["broken.pdf"], "question": "When does the office open?",
+                      "question_index": 0, "error": broken["error"]}
+    assert "could not read PDF" in broken["error"]
+    # the model's load time is counted once, in the first answer
+    assert answered[0]["timings"]["load_s"] > 0 and all(line["timings"]["load_s"] == 0 for line in answered[1:])
+
+
+def test_documents_as_paths_and_the_summary(corpus, tiny_model_path, tmp_path):
+    folder = Path(corpus["notes.txt"]).parent
+    questions = tmp_path / "questions.txt"
+    questions.write_text(QUESTIONS[1] + "\n")
+    result = invoke("batch", folder / "notes.txt", folder / "*.md", "-Q", QUESTIONS[0], "--questions", questions,
+                    "--model", tiny_model_path, *SMALL)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    lines = jsonl(result.stdout)
+    assert [(line["id"], line["question_index"]) for line in lines] == [
+        (corpus["notes.txt"], 0), (corpus["notes.txt"], 1), (corpus["log.md"], 0), (corpus["log.md"], 1)]
+    stderr = " ".join(result.stderr.split())
+    assert "4/4 questions" in stderr and "2/2 documents" in stderr and "tok/s" in stderr
+    assert "documents │ 2 of 2 done" in stderr and "questions │ 4 answered, 0 failed" in stderr
+    assert "saved" in stderr and "output │ stdout" in stderr
+
+
+def test_rerun_skips_what_the_output_answers(corpus, tiny_model_path, tmp_path):
+    out = tmp_path / "answers.jsonl"
+    args = ["batch", corpus["notes.txt"], corpus["broken.pdf"], corpus["log.md"], "-Q", QUESTIONS[0],
+            "-Q", QUESTIONS[1], "--model", tiny_model_path, *SMALL, "--output", out]
+    first = invoke(*args, "--quiet")
+    assert first.exit_code == 1 and first.stdout == ""
+    lines = jsonl(out.read_text())
+    assert len(lines) == 6 and sum("error" in line for line in lines) == 2
+
+    # drop the last answer: the rerun answers exactly that question again, and tries the broken PDF again
+    kept = out.read_text().splitlines(keepends=True)[:-1]
+    out.write_text("".join(kept))
+    second = invoke(*args)
+    assert second.exit_code == 1, second.stderr
+    again = jsonl(out.read_text())
+    assert again[:5] == lines[:5]
+    assert [(line["id"], line["question"], "error" in line) for line in again[5:]] == [
+        (corpus["broken.pdf"], QUESTIONS[0], True), (corpus["broken.pdf"], QUESTIONS[1], True),
+        (corpus["log.md"], QUESTIONS[1], False)]
+    # the same answer, question_index included; its prefix was prefilled for it alone this time, and it says so
+    assert comparable(again[-1], "prefix", "reused_prefix_tokens") == comparable(lines[-1], "prefix",
+                                                                                  "reused_prefix_tokens")
+    assert again[-1]["question_index"] == 1 and again[-1]["prefix"]["source"] == "prefill"
+    assert "3 question(s) of 3 document(s) already answered" in " ".join(second.stderr.split())
+
+    # nothing left but the broken PDF: every answer is there exactly once
+    out.write_text("".join(line for line in out.read_text().splitlines(keepends=True) if '"error"' not in line))
+    third = invoke(*args[:2], *args[3:], "--quiet")  # without the broken PDF
+    assert third.exit_code == 0 and third.stdout == ""
+    final = jsonl(out.read_text())
+    assert len(final) == 4 and len({(line["id"], line["question"]) for line in final}) == 4
+
+
+def test_kill_9_mid_run_then_rerun_gives_every_answer_once(corpus, tiny_model_path, tmp_path):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for number in range(8):
+        (folder / f"doc{number}.txt").write_text(NOTES.replace("117", str(100 + number)))
+    out = tmp_path / "answers.jsonl"
+    command = [sys.executable, "-m", "snapkv_cli", "batch", str(folder), "-Q", QUESTIONS[0], "-Q", QUESTIONS[1],
+               "--model", tiny_model_path, *SMALL, "--output", str(out), "--quiet"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.monotonic() + 120
+    while (not out.exists() or out.read_bytes().count(b"\n") < 3) and process.poll() is None:
+        assert time.monotonic() < deadline, "no answers in 120 s"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = out.read_bytes()
+    assert 3 <= before.count(b"\n") < 16, "the kill came after the batch had finished"
+    rerun = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert rerun.returncode == 0, rerun.stderr
+    after = out.read_bytes()
+    assert after.startswith(before[:before.rfind(b"\n") + 1])  # every whole line kept as it was
+    lines = jsonl(after.decode())
+    keys = [(line["id"], line["question"]) for line in lines]
+    assert len(keys) == 16 and len(set(keys)) == 16  # every answer, exactly once
+
+
+def test_batch_usage_errors(corpus, tiny_model_path, tmp_path):
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(json.dumps({"document": corpus["notes.txt"], "question": "Who?"}) + "\n")
+    for args in ([corpus["notes.txt"], "--jobs", jobs], [], [corpus["notes.txt"]],
+                 [corpus["notes.txt"], "-Q", "Who?", "--workers", "2"]):
+        result = invoke("batch", *args, "--model", tiny_model_path)
+        assert result.exit_code == 2, (args, result.stderr)
+    assert_user_error(invoke("batch", "--jobs", tmp_path / "missing.jsonl"), "jobs file not found")
+    jobs.write_text('{"document": "a.txt", "question": "Who?", "page": "2"}\n')
+    assert_user_error(invoke("batch", "--jobs", jobs), f"{jobs} line 1: unknown key 'page'")
+
+
+def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as when the extra is not installed
+    result = invoke("batch", corpus["notes.txt"], "-Q", "Who?", "--model", tiny_model_path, "--ray")
+    assert_user_error(result, "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'")
+
+
+class FakeRay:
+    """Just enough of ``ray`` for choosing the actors' resources: a cluster of ``nodes`` (CPUs, GPUs) each."""
+
+    def __init__(self, *nodes: tuple[int, int]):
+        self.node_list = [{"Alive": True, "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
+                          for cpus, gpus in nodes]
+
+    def cluster_resources(self) -> dict:
+        total: dict = {}
+        for node in self.node_list:
+            for name, count in node["Resources"].items():
+                total[name] = total.get(name, 0) + count
+        return total
+
+    def nodes(self) -> list[dict]:
+        return self.node_list
+
+
+@pytest.mark.parametrize("nodes, device, workers, expected", [
+    # one actor per GPU, each seeing only its own device
+    ([(16, 4), (16, 4)], "auto", None, (8, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(16, 2)], "cuda:1", 2, (2, {"num_gpus": 1, "num_cpus": 1}, "cuda")),
+    # CPU actors: one per node by default, each with as many CPUs as lets the nodes hold them all
+    ([(2, 0)], "auto", None, (1, {"num_cpus": 2}, "auto")),
+    ([(2, 0)], "auto", 2, (2, {"num_cpus": 1}, "auto")),
+    ([(8, 0), (4, 0)], "auto", None, (2, {"num_cpus": 4}, "auto")),
+    ([(8, 0), (4, 0)], "auto", 3, (3, {"num_cpus": 4}, "auto")),
+    ([(8, 0), (4, 0)], "auto", 1, (1, {"num_cpus": 8}, "auto")),
+    ([(16, 4)], "cpu", 3, (3, {"num_cpus": 5}, "cpu")),  # --device cpu on a GPU cluster: CPU actors
+])
+def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
+    executor = RayExecutor(RunOptions(device=device), workers=workers)
+    resources, options = executor._actor_options(FakeRay(*nodes))
+    assert (executor.workers, resources, options.device) == expected
+
+
+@pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU"),
+                                                      ([(2, 0)], 3, "at most 2: the cluster's CPUs")])
+def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, fragment):
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.cli.errors import message
+    from snapkv_cli.errors import InvalidValue
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
+    with pytest.raises(InvalidValue) as caught:
+        RayExecutor(RunOptions(), workers=workers)._actor_options(FakeRay(*nodes))
+    assert message(caught.value).startswith(f"--workers must be {fragment}")

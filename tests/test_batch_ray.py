@@ -1,0 +1,158 @@
+"""``snapkv batch --ray`` on a local Ray cluster (2 CPUs, 2 actors, a tiny model): the same lines as a run in one
+process, and every answer exactly once when an actor is killed in the middle of a document.
+
+Skipped only when the ``ray`` extra is not installed (``.ci/run`` installs it). Each actor runs one thread, like the
+in-process run here, so the floating-point work and so the answers are the very same.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from snapkv_cli.batch.driver import run_batch
+from snapkv_cli.batch.jobs import Job
+from snapkv_cli.batch.local import LocalExecutor
+from snapkv_cli.batch.output import AnswerFile, StreamOutput
+from snapkv_cli.batch.presenter import BatchPresenter
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.generation import GenerationOptions
+from snapkv_cli.runner import RunOptions
+from tests.test_batch import NOTES, QUESTIONS, comparable, jsonl
+
+ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'snapkv-cli[ray]'")
+from snapkv_cli.batch.ray_executor import RayExecutor  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray with 2 CPUs for this module (the executor joins it rather than starting its own)."""
+    import logging
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory) -> list[Job]:
+    folder = tmp_path_factory.mktemp("ray-corpus")
+    jobs = []
+    for number in range(6):
+        path = folder / f"log{number}.txt"
+        path.write_text(NOTES.replace("117", str(300 + number)).replace("Tuesday", ["Monday", "Friday"][number % 2]))
+        jobs.append(Job(f"log{number}", str(path), tuple(QUESTIONS)))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def options(tiny_model_path) -> RunOptions:
+    return RunOptions(model=tiny_model_path, device="cpu",
+                      settings=CompressionSettings(window_size=16, max_capacity_prompt=48, kernel_size=15,
+                                                   pooling="maxpool"),
+                      generation=GenerationOptions(max_new_tokens=12))
+
+
+@pytest.fixture(scope="module")
+def local_lines(jobs, options) -> dict:
+    """The lines of the run in one process, by (id, question)."""
+    import io
+
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        stream = io.StringIO()
+        summary = run_batch(jobs, LocalExecutor(options), StreamOutput(stream))
+    finally:
+        torch.set_num_threads(threads)
+    assert summary.answered == 12 and summary.failed == 0
+    return {(line["id"], line["question"]): line for line in jsonl(stream.getvalue())}
+
+
+def assert_same_lines(lines: list[dict], local_lines: dict) -> None:
+    keys = [(line["id"], line["question"]) for line in lines]
+    assert sorted(keys) == sorted(local_lines)  # every answer, exactly once
+    for line in lines:
+        alone = local_lines[(line["id"], line["question"])]
+        assert comparable(line, "prefix", "reused_prefix_tokens") == comparable(alone, "prefix",
+                                                                                 "reused_prefix_tokens")
+
+
+def test_two_actors_answer_like_one_process(cluster, jobs, options, local_lines, tmp_path):
+    out = AnswerFile(str(tmp_path / "ray.jsonl"))
+    executor = RayExecutor(options, workers=2)
+    summary = run_batch(jobs, executor, out)
+    out.close()
+    lines = jsonl((tmp_path / "ray.jsonl").read_text())
+    assert_same_lines(lines, local_lines)
+    for line in lines:  # nothing was lost: each document was prefilled once for both questions, as in one process
+        assert comparable(line) == comparable(local_lines[(line["id"], line["question"])])
+    assert (summary.workers, summary.answered, summary.failed, summary.worker_failures) == (2, 12, 0, 0)
+    assert summary.documents_done == 6
+
+
+class KillOnce(BatchPresenter):
+    """Kills the actor that has just answered a document's first question, while its second is on the way."""
+
+    def __init__(self):
+        self.executor: RayExecutor | None = None
+        self.killed: str | None = None
+        self.messages: list[str] = []
+
+    def recorded(self, line: dict, summary) -> None:
+        if self.killed is None and line.get("question_index") == 0:
+            actor = self.executor.assignments().get(line["id"])
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+                self.killed = line["id"]
+
+    def worker_failed(self, message: str, summary) -> None:
+        self.messages.append(message)
+
+
+def test_a_killed_actor_loses_no_answer_and_duplicates_none(cluster, jobs, options, local_lines, tmp_path):
+    path = tmp_path / "ray.jsonl"
+    out = AnswerFile(str(path))
+    presenter = KillOnce()
+    presenter.executor = RayExecutor(options, workers=2)
+    summary = run_batch(jobs, presenter.executor, out, presenter)
+    out.close()
+    assert presenter.killed is not None
+    lines = jsonl(path.read_text())
+    assert_same_lines(lines, local_lines)
+    assert summary.answered == 12 and summary.failed == 0
+    assert summary.worker_failures == 1 and len(presenter.messages) == 1, presenter.messages
+    assert "died on" in presenter.messages[0] and "go to another worker" in presenter.messages[0]
+    # a rerun finds nothing left to do
+    again = AnswerFile(str(path))
+    assert len(again.answered) == 12
+    again.close()
+
+
+def test_the_command_on_ray(cluster, jobs, options, local_lines, tiny_model_path):
+    """``snapkv batch --ray --workers 2`` (joining the Ray this process runs): the same lines, the summary on
+    stderr, and an error line for a document that cannot be read."""
+    from typer.testing import CliRunner
+
+    import snapkv_cli.cli as cli
+
+    documents = [job.document for job in jobs[:2]]
+    result = CliRunner().invoke(cli.app, ["batch", *documents, jobs[0].document + ".missing", "-Q", QUESTIONS[0],
+                                          "-Q", QUESTIONS[1], "--model", tiny_model_path, "--device", "cpu",
+                                          "--budget", "48", "--window", "16", "--max-new-tokens", "12",
+                                          "--ray", "--workers", "2"])
+    assert result.exit_code == 1, (result.stderr, result.exception)
+    lines = jsonl(result.stdout)
+    answers = [line for line in lines if "error" not in line]
+    by_path = {job.document: job.id for job in jobs}
+    assert sorted((by_path[line["id"]], line["question"]) for line in answers) == sorted(
+        key for key in local_lines if key[0] in ("log0", "log1"))
+    for line in answers:
+        assert comparable(line, "id") == comparable(local_lines[(by_path[line["id"]], line["question"])], "id")
+    errors = [line for line in lines if "error" in line]
+    assert len(errors) == 2 and all("file not found" in line["error"] for line in errors)
+    stderr = " ".join(result.stderr.split())
+    assert "questions │ 4 answered, 2 failed" in stderr and "workers │ 2, 0 died" in stderr
