@@ -77,3 +77,11 @@ class ModelOutOfMemory(UserError):
     def __init__(self, model: str, device: str):
         self.model, self.device = model, device
         super().__init__(f"out of memory loading model '{model}' on {device}")
+
+
+class HaystackUnavailable(UserError):
+    """The Needle In A Haystack essays could not be read from ``source`` (a wheel, a directory or a download)."""
+
+    def __init__(self, source: str, reason: str):
+        self.source, self.reason = source, reason
+        super().__init__(f"cannot read the haystack essays from {source}: {reason}")

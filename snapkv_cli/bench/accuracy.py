@@ -10,40 +10,21 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from ..documents import Document, Page
-from ..engine import CompressionSettings
 from ..generation import build_prefix, generate_answer
 from ..models.loader import LoadedModel
 from ..prompting import Template, build_prompt
+from .grid import MethodGrid
 from .tasks import TASKS, make_tasks
 
-DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
 DEFAULT_BUDGETS = (128, 256, 512, 1024, 2048)
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192)
 
 
 @dataclass
-class AccuracyPlan:
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    budgets: tuple[int, ...] = DEFAULT_BUDGETS
+class AccuracyPlan(MethodGrid):
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     tasks: tuple[str, ...] = tuple(TASKS)
     samples: int = 5
-    window_size: int = 32
-    kernel_size: int = 15
-    pooling: str = "maxpool"
-    gqa_aggregation: str = "mean"
-    max_new_tokens: int = 24
-    seed: int = 0
-
-    def settings(self, method: str, budget: int | None) -> CompressionSettings:
-        return CompressionSettings(method=method, window_size=self.window_size,
-                                   max_capacity_prompt=budget or self.window_size + 1, kernel_size=self.kernel_size,
-                                   pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed)
-
-    def cells(self) -> list[tuple[str, int | None]]:
-        """(method, budget) pairs; the full cache has no budget."""
-        return [(m, None) for m in self.methods if m == "full"] + [
-            (m, b) for m in self.methods if m != "full" for b in self.budgets]
 
 
 @dataclass
@@ -70,7 +51,7 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                 document = Document(source=f"{kind}-{length}-{sample}", kind="text", pages=(Page(1, task.document),))
                 prompt = build_prompt(tokenizer, document, task.question, template)
                 prefix = build_prefix(model, prompt.input_ids[: prompt.prefix_length], plan.window_size,
-                                      accumulate_attention="h2o" in plan.methods)
+                                      accumulate_attention=plan.needs_attention_sums())
                 for method, budget in plan.cells():
                     result = generate_answer(model, tokenizer, prompt.input_ids, plan.settings(method, budget),
                                              max_new_tokens=plan.max_new_tokens, prefix=prefix,
