@@ -11,6 +11,7 @@ import torch
 
 from transformers.cache_utils import Cache
 
+from .allocator import return_freed_memory_to_os
 from .engine import CompressionSettings, SnapKVCache, prepare
 
 
@@ -64,6 +65,8 @@ def prefill(model, input_ids: list[int], cache: SnapKVCache | Cache, *, start: i
             output = model(chunk, cache=cache, position_ids=positions[None], cache_position=positions, use_cache=True,
                            logits_to_keep=1)
         logits = output.logits[:, -1]
+    if compress and isinstance(cache, SnapKVCache):
+        return_freed_memory_to_os()  # the uncompressed layers freed while compressing
     return logits
 
 

