@@ -154,6 +154,25 @@ def outcomes_from_json(report: dict) -> list[Outcome]:
     return [Outcome(**row) for row in report["outcomes"]]
 
 
+def merge_reports(reports: list[dict]) -> dict:
+    """Several accuracy reports run with the same settings (e.g. one per length) as one: outcomes and skipped cells
+    concatenated, the plan's lengths and tasks united. Raises ``ValueError`` if the settings differ."""
+    if len(reports) == 1:
+        return reports[0]
+    same = ("window_size", "kernel_size", "pooling", "gqa_aggregation", "max_new_tokens", "split", "seed")
+    first = reports[0]["plan"]
+    for report in reports[1:]:
+        differing = [key for key in same if report["plan"][key] != first[key]]
+        if differing:
+            raise ValueError(f"the reports differ in {', '.join(differing)}")
+    plan = {**first, "lengths": sorted({length for r in reports for length in r["plan"]["lengths"]}),
+            "tasks": list(dict.fromkeys(task for r in reports for task in r["plan"]["tasks"]))}
+    return {"schema_version": 2, "kind": "accuracy", "plan": plan,
+            "provenance": [r["provenance"] for r in reports],
+            "outcomes": [o for r in reports for o in r["outcomes"]],
+            "skipped": [s for r in reports for s in r.get("skipped", [])]}
+
+
 def to_json(plan: AccuracyPlan, outcomes: list[Outcome], skipped: list[Skipped], provenance: dict) -> dict:
     return {"schema_version": 2, "kind": "accuracy", "plan": asdict(plan), "provenance": provenance,
             "cells": summary_rows(outcomes), "by_length": summary_rows(outcomes, pool_tasks=True),

@@ -103,7 +103,7 @@ def accuracy(
     from ..engine import POLICY_NAMES
     from ..prompting import load_template
     from .accuracy import AccuracyPlan, run_accuracy, to_json
-    from .provenance import load_average, now, provenance
+    from .provenance import provenance, run_start
     from .render import accuracy_plot, accuracy_rows, markdown_table, rich_table
     from .tasks import TASKS
 
@@ -117,7 +117,7 @@ def accuracy(
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
     _check_outputs(markdown, png)
     console = stderr
-    started, load_before = now(), load_average()
+    start = run_start()
     loaded = _load(model, device, dtype)
     done = 0
     total = len(plan.lengths) * len(plan.tasks) * plan.samples * len(plan.cells())
@@ -129,7 +129,7 @@ def accuracy(
                           f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
 
         outcomes, skipped = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
-    report = to_json(plan, outcomes, skipped, provenance(loaded, started=started, load_average_before=load_before))
+    report = to_json(plan, outcomes, skipped, provenance(loaded, start))
     header, rows = accuracy_rows(report)
     console.print(rich_table(f"Accuracy ({loaded.name}, {plan.split} split, window {window}, {pooling} {kernel})",
                              header, rows))
@@ -161,7 +161,7 @@ def speed(
 ) -> None:
     """Prefill time, decode rate, KV bytes and peak memory: weights-only and plain transformers, our full cache and
     SnapKV; medians and interquartile ranges over interleaved repeats."""
-    from .provenance import load_average, now, provenance
+    from .provenance import provenance, run_start
     from .render import comparison_rows, markdown_table, rich_table, speed_rows
     from .speed import SpeedPlan, run_speed, to_json
 
@@ -169,7 +169,7 @@ def speed(
                      repeats=repeats, warmup_rounds=warmup, chunk_size=prefill_chunk)
     _check_outputs(markdown)
     console = stderr
-    started, load_before = now(), load_average()
+    start = run_start()
     loaded = _load(model, device, dtype)
     runs = len(plan.configurations()) * (plan.repeats + plan.warmup_rounds)
     with console.status("Timing...") as status:
@@ -182,7 +182,7 @@ def speed(
                           f"{sample.budget or ''}: prefill {sample.prefill_s:.2f}s, {sample.decode_tokens_per_s} tok/s")
 
         samples = run_speed(loaded, plan, on_sample=progress)
-    report = to_json(plan, samples, provenance(loaded, started=started, load_average_before=load_before))
+    report = to_json(plan, samples, provenance(loaded, start))
     threads = report["provenance"]["machine"]["torch_threads"]
     tables = [("Speed", *speed_rows(report)), ("Paired ratios", *comparison_rows(report))]
     for title, header, rows in tables:

@@ -63,17 +63,20 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def provenance(loaded, *, started: str, load_average_before: list[float] | None) -> dict:
-    """The code, machine, libraries and command of a run that started at ``started`` and ends now."""
+def run_start() -> dict:
+    """What is known when a run starts: the code's commit (before anything can change it), the time, the load."""
+    return {"git": git_state(), "started": now(), "load_average_before": load_average()}
+
+
+def provenance(loaded, start: dict) -> dict:
+    """The code, machine, libraries and command of a run begun with ``start`` (:func:`run_start`) and ending now."""
     import torch
     import transformers
 
     return {
-        "git": git_state(),
+        **start,
         "command": " ".join(["snapkv", *sys.argv[1:]]) if Path(sys.argv[0]).name == "snapkv" else " ".join(sys.argv),
-        "started": started,
         "finished": now(),
-        "load_average_before": load_average_before,
         "load_average_after": load_average(),
         "machine": {"platform": platform.platform(), "cpu": _cpu_model(), "cpus": os.cpu_count(),
                     "memory_bytes": _memory_bytes(), "python": platform.python_version(),
