@@ -179,6 +179,27 @@ def test_retention_counts_kept_gained_and_lost_per_sample():
     assert tally(outcomes)[("single_needle", 1024, "full", None)].retention == 1.0
 
 
+def test_reports_with_other_seeds_merge_without_mixing_samples():
+    from snapkv_cli.bench.accuracy import merge_reports
+
+    def report(seed, full, snap):
+        outcomes = [outcome("full", None, 0, full), outcome("snapkv", 256, 0, snap)]
+        for o in outcomes:
+            o.seed = f"test/single_needle/1024/0/{seed}"
+        plan = {"window_size": 32, "kernel_size": 15, "pooling": "maxpool", "gqa_aggregation": "mean",
+                "max_new_tokens": None, "split": "test", "seed": seed, "lengths": [1024], "tasks": ["single_needle"]}
+        return {"plan": plan, "provenance": {}, "outcomes": [vars(o) for o in outcomes], "skipped": []}
+
+    merged = merge_reports([report(0, True, True), report(1, False, True)])
+    from snapkv_cli.bench.accuracy import outcomes_from_json
+
+    counts = tally(outcomes_from_json(merged))[("single_needle", 1024, "snapkv", 256)]
+    assert (counts.samples, counts.kept, counts.gained, counts.lost) == (2, 1, 1, 0)
+    with pytest.raises(ValueError, match="split"):
+        merge_reports([report(0, True, True), {**report(1, True, True), "plan": {**report(1, True, True)["plan"],
+                                                                                 "split": "tune"}}])
+
+
 def test_retention_never_pools_lengths():
     outcomes = [outcome("full", None, 0, True), outcome("snapkv", 256, 0, True),
                 outcome("full", None, 0, True, length=2048), outcome("snapkv", 256, 0, False, length=2048)]

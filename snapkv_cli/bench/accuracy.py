@@ -132,10 +132,10 @@ def tally(outcomes: list[Outcome], *, pool_tasks: bool = False) -> dict[tuple, T
     ``pool_tasks`` pools the tasks at each length (key task ``"all"``); lengths are never pooled. Samples without a
     full-cache outcome are left out (retention needs the pair).
     """
-    full = {(o.task, o.length, o.sample): o.correct for o in outcomes if o.method == "full"}
+    full = {o.seed: o.correct for o in outcomes if o.method == "full"}  # a task's seed names its sample uniquely
     tallies: dict[tuple, Tally] = {}
     for o in outcomes:
-        pair = full.get((o.task, o.length, o.sample))
+        pair = full.get(o.seed)
         if pair is None:
             continue
         key = ("all" if pool_tasks else o.task, o.length, o.method, o.budget)
@@ -155,11 +155,12 @@ def outcomes_from_json(report: dict) -> list[Outcome]:
 
 
 def merge_reports(reports: list[dict]) -> dict:
-    """Several accuracy reports run with the same settings (e.g. one per length) as one: outcomes and skipped cells
-    concatenated, the plan's lengths and tasks united. Raises ``ValueError`` if the settings differ."""
+    """Several accuracy reports run with the same settings (one per length, or more samples under another ``seed``)
+    as one: outcomes and skipped cells concatenated, the plan's lengths and tasks united. Samples stay paired by
+    their task seed, which differs between base seeds. Raises ``ValueError`` if the settings differ."""
     if len(reports) == 1:
         return reports[0]
-    same = ("window_size", "kernel_size", "pooling", "gqa_aggregation", "max_new_tokens", "split", "seed")
+    same = ("window_size", "kernel_size", "pooling", "gqa_aggregation", "max_new_tokens", "split")
     first = reports[0]["plan"]
     for report in reports[1:]:
         differing = [key for key in same if report["plan"][key] != first[key]]
