@@ -23,10 +23,13 @@ def _git(*args: str) -> str | None:
     return result.stdout.strip() if result.returncode == 0 else None
 
 
+_CODE = ("snapkv_cli", "prompts", "pyproject.toml")  # what a benchmark runs (docs edits do not change results)
+
+
 def git_state() -> dict:
-    """The commit of the code that ran and whether tracked files differed from it (None outside a checkout)."""
+    """The commit of the code that ran and whether the code (``_CODE``) differed from it (None outside a checkout)."""
     commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", *_CODE) if commit else None
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
