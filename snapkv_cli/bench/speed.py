@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -163,8 +164,10 @@ def plain_transformers_run(model, ids: list[int], new_tokens: int) -> tuple[floa
         with torch.inference_mode():
             synchronize(device)
             started = time.perf_counter()
-            model.generate(inputs, attention_mask=torch.ones_like(inputs), generation_config=config,
-                           past_key_values=cache, logits_processor=LogitsProcessorList([clock]))
+            with warnings.catch_warnings():  # transformers >= 5.2x renames the argument ``cache``; both work
+                warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
+                model.generate(inputs, attention_mask=torch.ones_like(inputs), generation_config=config,
+                               past_key_values=cache, logits_processor=LogitsProcessorList([clock]))
         check_plain(model, cache)
     prefill_s = clock.times[0] - started
     return prefill_s, clock.times[-1] - clock.times[0], len(clock.times) - 1, cache
