@@ -149,8 +149,10 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(options.threads)
-    results: dict = {"load_average_before": os.getloadavg(), "threads": options.threads or "default",
-                     "max_new_tokens": MAX_NEW_TOKENS}
+    from snapkv_cli.bench.provenance import run_start
+
+    results: dict = {**run_start(), "command": " ".join(["python", *sys.argv]),
+                     "threads": options.threads or "default", "max_new_tokens": MAX_NEW_TOKENS}
     with tempfile.TemporaryDirectory() as folder:
         document_text = build_document(tokenizer, options.tokens)
         document = Path(folder) / "report.txt"
@@ -200,7 +202,9 @@ def main() -> None:
         })
         if options.dtype_check:
             results["dtype_check"] = dtype_check(document, answers["separate"])
-    results["load_average_after"] = os.getloadavg()
+    from snapkv_cli.bench.provenance import load_average, now
+
+    results.update({"finished": now(), "load_average_after": load_average()})
     text = json.dumps(results, indent=2)
     print(text)
     if options.out:

@@ -3,7 +3,8 @@
 # Then `python docs/tables.py --write` regenerates every table and numeric sentence of the docs from that JSON.
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
-#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed (default: all)
+#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked multi
+#                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine) and writes to a temporary
 # file first, so a failed run leaves the committed results alone. Accuracy runs use one thread (they only count
@@ -57,6 +58,18 @@ speed() {  # 1k-8k tokens, budgets 256/1024/2048, one warm-up round and 5 interl
     --repeats 5 --warmup 1
 }
 
-for part in "${@:-headline methods defaults speed}"; do
+chunked() {  # SnapKV's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
+  run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
+    --prefill-chunk 2048
+}
+
+multi() {  # several questions about one document (docs/multi_question.md), one thread
+  echo "[$(date -u +%H:%M:%S)] docs/multi_question_bench.py" >&2
+  flock /tmp/snapkv-heavy.lock python docs/multi_question_bench.py --threads 1 --dtype-check \
+    --out docs/multi_question_bench.json.partial > /dev/null
+  mv docs/multi_question_bench.json.partial docs/multi_question_bench.json
+}
+
+for part in "${@:-headline methods defaults speed chunked multi}"; do
   for name in $part; do "$name"; done
 done

@@ -26,8 +26,9 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-FILES = (DOCS / "benchmarks.md", ROOT / "README.md")
-BLOCK = re.compile(r"(<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md")
+BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
+                   r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
 
 
 def _load(name: str) -> dict:
@@ -227,7 +228,131 @@ def defaults_table(folder: str, *budgets: str) -> str:
     return _table((header, rows))
 
 
+def multi_question_speed(path: str) -> str:
+    """The README's sentence on several questions, from ``multi_question_bench.py``'s JSON (wall times)."""
+    report = _load(path)
+    wall, per_question = report["wall_s"], report["per_question_s"]
+    separate = sum(wall["separate_each"])
+    cached, cold = per_question["cached"], per_question["cold"]
+    return (f"- Speed (default model, CPU, {report['prompt_tokens']:,}-token prompt, {len(cold)} questions; "
+            f"[docs/multi_question.md](docs/multi_question.md)): {len(cold)} separate runs took {separate:.0f} s, "
+            f"one multi-question run {wall['multi']:.0f} s ({separate / wall['multi']:.1f}x), the same with the "
+            f"document cache loaded from disk {wall['cached_second_run']:.1f} s "
+            f"({separate / wall['cached_second_run']:.1f}x; each question {min(cached):.0f}-{max(cached):.0f} s "
+            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a busy shared machine.\n")
+
+
+def multi_question_facts(path: str) -> str:
+    """multi_question.md's sentences: provenance, prompt, prefix and the targets, from the script's JSON."""
+    report = _load(path)
+    git = report.get("git") or {}
+    commit = f"commit `{git['commit'][:10]}`" if git.get("commit") else "a commit the JSON does not record"
+    wall, times = report["wall_s"], report["per_question_s"]
+    separate = sum(wall["separate_each"])
+    ratios = [cold / cached for cold, cached in zip(times["cold"], times["cached"])]
+    load = report.get("load_average_before"), report.get("load_average_after")
+    lines = [
+        f"- Run at {commit} with {report['threads']} thread(s), at most {report['max_new_tokens']} new tokens; load "
+        f"average {load[0][0]:.1f} before and {load[1][0]:.1f} after.",
+        f"- The prompt: {report['prompt_tokens']:,} tokens, of which {report['prefix_tokens']:,} are the "
+        f"question-independent prefix; the document cache entry is {report['doc_cache_bytes'] / 1e6:.0f} MB.",
+        f"- Targets: the multi-question run at least 3x faster than separate runs ({separate / wall['multi']:.1f}x); "
+        f"each cached question at least 5x faster than a cold one ({min(ratios):.0f}x to {max(ratios):.0f}x).",
+        f"- Prefilling the prefix took {times['multi_prefix_prefill_s']:.1f} s of the multi-question run; loading it "
+        f"from disk {times['cached_prefix_load_s']:.2f} s (read, SHA-256, shape and metadata checks); the first "
+        f"`--cache-docs` run (which stores it) took {wall['cached_first_run'] - wall['multi']:+.1f} s against the "
+        f"run without the cache.",
+        f"- Answers: {sum(report['correct'])} of {len(report['correct'])} contain the expected fact; all four ways "
+        f"gave the same answers (the script asserts it).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def multi_question_dtype_readme(path: str) -> str:
+    """The README's sentence on float16 on disk, from ``--dtype-check``."""
+    check = _load(path)["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    return (f"    rounding a float32 prefix through float16 would halve the file but changed {total - same} of {total} "
+            f"per-head kept sets and {answers - check['same_answers']} of {answers} answers.\n")
+
+
+def multi_question_runs(path: str) -> str:
+    """multi_question.md's wall-time table."""
+    report = _load(path)
+    wall = report["wall_s"]
+    separate = sum(wall["separate_each"])
+    each = ", ".join(f"{seconds:.1f}" for seconds in wall["separate_each"])
+    megabytes = report["doc_cache_bytes"] / 1e6
+    rows = [
+        [f"{len(wall['separate_each'])} separate `snapkv ask DOC QUESTION --json`", f"{separate:.1f} s ({each})", "1x"],
+        ["1 `snapkv ask DOC --questions FILE --json`", f"{wall['multi']:.1f} s", f"**{separate / wall['multi']:.1f}x**"],
+        [f"same with `--cache-docs`, empty cache (prefills and stores {megabytes:.0f} MB)",
+         f"{wall['cached_first_run']:.1f} s", f"{separate / wall['cached_first_run']:.1f}x"],
+        ["same with `--cache-docs` again (loads the prefix from disk)", f"{wall['cached_second_run']:.1f} s",
+         f"**{separate / wall['cached_second_run']:.1f}x**"],
+    ]
+    return _table((["run", "wall time", "speed-up"], rows))
+
+
+def multi_question_per_question(path: str) -> str:
+    """multi_question.md's per-question table (cold separate run vs from the disk cache)."""
+    report = _load(path)
+    times = report["per_question_s"]
+    rows = []
+    for index, (cold, cached) in enumerate(zip(times["cold"], times["cached"]), start=1):
+        label = f"{index} (loads the prefix: {times['cached_prefix_load_s']:.2f} s of it)" if index == 1 else str(index)
+        rows.append([label, f"{cold:.1f} s", f"{cached:.1f} s", f"{cold / cached:.1f}x"])
+    return _table((["question", "cold (separate run)", "from the disk cache", "ratio"], rows))
+
+
+def multi_question_dtype(path: str) -> str:
+    """multi_question.md's float32-vs-float16 table, from ``--dtype-check``."""
+    check = _load(path)["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    rows = [
+        ["prefix file", f"{check['prefix_kv_bytes_float32'] / 1e6:.0f} MB "
+                        f"({check['prefix_kv_bytes_float32'] / check['prefix_tokens'] / 1e3:.0f} KB per token)",
+         f"{check['prefix_kv_bytes_float16'] / 1e6:.0f} MB"],
+        ["kept sets (layer x KV head x question) identical to float32", f"{total}/{total}", f"{same}/{total}"],
+        ["kept positions shared with float32, mean / worst head", "100%",
+         f"{100 * check['mean_kept_overlap']:.2f}% / {100 * check['min_kept_overlap']:.2f}%"],
+        ["SnapKV scores, largest absolute difference", "0", f"{check['max_abs_score_difference']:.4f}"],
+        ["answers identical to float32", f"{answers}/{answers}", f"{check['same_answers']}/{answers}"],
+        ["float32 answers identical to the CLI's (`snapkv ask`)",
+         {True: "yes", False: "no"}.get(check.get("float32_matches_cli"), "not checked"), "-"],
+    ]
+    return _table((["", "float32 (stored as is)", "rounded through float16"], rows))
+
+
+def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str) -> str:
+    """Peak RSS and prefill with and without prefill chunks, SnapKV at one length and budget (two runs)."""
+    from snapkv_cli.bench.speed import summarize
+
+    key = (int(length), "snapkv", int(budget))
+    rows = []
+    for path in (plain_path, chunked_path):
+        report = _load(path)
+        row = {(r["length"], r["method"], r["budget"]): r for r in summarize(report["samples"])}[key]
+        chunk = report["plan"]["chunk_size"]
+        rows.append([f"`{path}`", "one pass" if chunk is None else f"chunks of {chunk}",
+                     f"{row['peak_rss_bytes']['median'] / 2**20:.0f} [{row['peak_rss_bytes']['q1'] / 2**20:.0f}, "
+                     f"{row['peak_rss_bytes']['q3'] / 2**20:.0f}]",
+                     f"{row['prefill_s']['median']:.2f} [{row['prefill_s']['q1']:.2f}, {row['prefill_s']['q3']:.2f}]",
+                     str(row["repeats"])])
+    return _table((["run", "prefill", f"peak RSS MiB (snapkv {budget}, {int(length):,} tokens)", "prefill s", "runs"],
+                   rows))
+
+
 GENERATORS = {
+    "multi-question-speed": multi_question_speed,
+    "multi-question-facts": multi_question_facts,
+    "multi-question-runs": multi_question_runs,
+    "multi-question-dtype-readme": multi_question_dtype_readme,
+    "multi-question-per-question": multi_question_per_question,
+    "multi-question-dtype": multi_question_dtype,
+    "chunked-prefill": chunked_prefill,
     "accuracy-table": accuracy_table,
     "accuracy-by-length": accuracy_by_length,
     "prompt-ranges": prompt_ranges,
@@ -276,10 +401,14 @@ def process(write: bool) -> list[str]:
         text = file.read_text(encoding="utf-8")
 
         def replace(match: re.Match) -> str:
-            expected = render_block(match["spec"])
+            try:
+                expected = render_block(match["spec"])
+            except FileNotFoundError as error:
+                differing.append(f"{file.relative_to(ROOT)}: {match['spec']}: missing {error.filename}")
+                return match.group(0)
             if match["body"] != expected:
                 differing.append(f"{file.relative_to(ROOT)}: {match['spec']}")
-            return match.group(1) + expected + match.group(4)
+            return match["start"] + expected + match["end"]
 
         updated = BLOCK.sub(replace, text)
         if write and updated != text:
