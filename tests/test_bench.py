@@ -284,3 +284,18 @@ def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
 def test_bench_rejects_bad_lists(tiny_model_path):
     result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", "snapkv,magic"])
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(TASKS))
+def test_default_model_prompts_fit_its_context_at_8k(kind):
+    """The issue's case: with the default model's tokenizer and chat template, "8192" prompts used to be 8,271-8,334
+    tokens. Now each stays within the 8,192-token context minus the answer's room, and close to it."""
+    from snapkv_cli.models.loader import load_model
+    from snapkv_cli.pipeline import context_length
+
+    loaded = load_model(device="cpu")
+    context, template = context_length(loaded), load_template()
+    limit = context - NEW_TOKENS[kind]
+    for task in make_tasks(loaded.tokenizer, kind, 8192, 3, template, max_prompt_tokens=limit):
+        assert limit - 200 <= prompt_length(loaded.tokenizer, template, task) <= limit
