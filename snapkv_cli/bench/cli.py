@@ -125,8 +125,11 @@ def accuracy(
         def progress(outcome) -> None:
             nonlocal done
             done += 1
-            status.update(f"{done}/<={total}: {outcome.task} {outcome.prompt_tokens} tok, {outcome.method} "
-                          f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
+            line = (f"{done}/<={total}: {outcome.task} {outcome.prompt_tokens} tok, {outcome.method} "
+                    f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
+            status.update(line)
+            if not console.is_terminal:  # a log: one line per answer
+                console.print(line, highlight=False)
 
         outcomes, skipped = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
     report = to_json(plan, outcomes, skipped, provenance(loaded, start))
@@ -178,8 +181,11 @@ def speed(
         def progress(sample) -> None:
             nonlocal done
             done += 1
-            status.update(f"{done}/{runs}: round {sample.round}, {sample.length} tok {sample.method} "
-                          f"{sample.budget or ''}: prefill {sample.prefill_s:.2f}s, {sample.decode_tokens_per_s} tok/s")
+            line = (f"{done}/{runs}: round {sample.round}, {sample.length} tok {sample.method} "
+                    f"{sample.budget or ''}: prefill {sample.prefill_s:.2f}s, {sample.decode_tokens_per_s} tok/s")
+            status.update(line)
+            if not console.is_terminal:  # a log: one line per run
+                console.print(line, highlight=False)
 
         samples = run_speed(loaded, plan, on_sample=progress)
     report = to_json(plan, samples, provenance(loaded, start))
