@@ -201,7 +201,7 @@ def provenance(*paths: str) -> str:
         lines.append(f"- `{path}`: `{source['command']}` at commit `{(git.get('commit') or 'unknown')[:10]}`{dirty}, "
                      f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]} UTC; "
                      f"{machine['cpus']} CPUs ({machine['cpu']}), torch {machine['torch']} "
-                     f"({machine['torch_threads']} threads), transformers {machine['transformers']}; load average "
+                     f"({machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}), transformers {machine['transformers']}; load average "
                      f"{source['load_average_before'][0]:.1f} before, {source['load_average_after'][0]:.1f} after.")
     return "\n".join(lines) + "\n"
 
