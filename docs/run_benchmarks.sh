@@ -6,8 +6,8 @@
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked multi
 #                                                  # (default: all of them)
 #
-# Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine) and writes to a temporary
-# file first, so a failed run leaves the committed results alone. Accuracy runs use one thread (they only count
+# Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
+# for its nine runs) and writes to a temporary file first, so a failed run leaves the committed results alone. Accuracy runs use one thread (they only count
 # answers; on a shared 2-core machine one thread wastes less); the speed bench uses torch's default.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,13 +15,23 @@ export PATH="$PWD/.venv/bin:$PATH"
 out=docs/results
 mkdir -p "$out/defaults"
 
+lock=/tmp/snapkv-heavy.lock
+holding=  # set while a group of runs holds the lock (one wait in the queue for the group, not one per run)
+
 run() {  # output.json, then the snapkv arguments
   local target=$1; shift
   local partial="$target.partial"
   echo "[$(date -u +%H:%M:%S)] snapkv $*" >&2
-  flock /tmp/snapkv-heavy.lock snapkv "$@" --json > "$partial"
+  if [ -n "$holding" ]; then
+    snapkv "$@" --json > "$partial"
+  else
+    flock "$lock" snapkv "$@" --json > "$partial"
+  fi
   mv "$partial" "$target"
 }
+
+hold() { exec 9> "$lock"; flock 9; holding=1; }
+release() { holding=; flock -u 9; exec 9>&-; }
 
 headline() {  # SnapKV vs the full cache on the single needle, one run per length, 40 samples each
   for length in 4096 8192; do
@@ -42,6 +52,7 @@ defaults() {  # SnapKV settings on the tune split (never on reported samples): 2
     OMP_NUM_THREADS=1 run "$out/defaults/$name.json" bench accuracy --split tune --methods full,snapkv \
       --budgets 256,1024 --lengths 2048 --tasks single_needle --samples 8 "$@"
   }
+  hold
   sweep avgpool5 --pooling avgpool --kernel 5
   sweep avgpool7 --pooling avgpool --kernel 7
   sweep maxpool7 --pooling maxpool --kernel 7
@@ -51,6 +62,7 @@ defaults() {  # SnapKV settings on the tune split (never on reported samples): 2
   sweep maxpool15-gqa-max --pooling maxpool --kernel 15 --gqa max
   sweep maxpool15-window16 --pooling maxpool --kernel 15 --window 16
   sweep maxpool15-window64 --pooling maxpool --kernel 15 --window 64
+  release
 }
 
 speed() {  # 1k-8k tokens, budgets 256/1024/2048, one warm-up round and 5 interleaved rounds
@@ -65,7 +77,7 @@ chunked() {  # SnapKV's peak memory at 8k with prefill chunks of 2048 (compare w
 
 multi() {  # several questions about one document (docs/multi_question.md), one thread
   echo "[$(date -u +%H:%M:%S)] docs/multi_question_bench.py" >&2
-  flock /tmp/snapkv-heavy.lock python docs/multi_question_bench.py --threads 1 --dtype-check \
+  flock "$lock" python docs/multi_question_bench.py --threads 1 --dtype-check \
     --out docs/multi_question_bench.json.partial > /dev/null
   mv docs/multi_question_bench.json.partial docs/multi_question_bench.json
 }
