@@ -8,7 +8,8 @@ Blocks in the Markdown files look like::
 
 The first word names a generator below, the rest its arguments (paths relative to ``docs/``). Each generator
 recomputes its numbers from the raw records of the JSON (accuracy ``outcomes``, speed ``samples``), never from the
-summaries stored beside them; ``--check`` also checks those stored summaries against the recomputation.
+summaries stored beside them; ``--check`` also checks those stored summaries against the recomputation. A block
+whose JSON is not committed yet says so in words (:func:`not_run`), never with numbers from an older run.
 
     .venv/bin/python docs/tables.py --write   # after a new run: rewrite the blocks
     .venv/bin/python docs/tables.py --check   # exit 1 and list every block or summary that differs
@@ -201,7 +202,8 @@ def provenance(*paths: str) -> str:
         lines.append(f"- `{path}`: `{source['command']}` at commit `{(git.get('commit') or 'unknown')[:10]}`{dirty}, "
                      f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]} UTC; "
                      f"{machine['cpus']} CPUs ({machine['cpu']}), torch {machine['torch']} "
-                     f"({machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}), transformers {machine['transformers']}; load average "
+                     f"({machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}), "
+                     f"transformers {machine['transformers']}; load average "
                      f"{source['load_average_before'][0]:.1f} before, {source['load_average_after'][0]:.1f} after.")
     return "\n".join(lines) + "\n"
 
@@ -220,11 +222,9 @@ def defaults_table(folder: str, *budgets: str) -> str:
         assert len(lengths) == 1, f"{path.name}: the defaults table expects one length"
         (length,) = lengths
 
-        def cell(method, budget):
-            counts = tallies[("all", length, method, budget)]
-            return f"{counts.correct}/{counts.samples}"
-
-        rows.append([path.stem, cell("full", None)] + [cell("snapkv", int(budget)) for budget in budgets])
+        cells = [tallies[("all", length, "full", None)]]
+        cells += [tallies[("all", length, "snapkv", int(budget))] for budget in budgets]
+        rows.append([path.stem] + [f"{counts.correct}/{counts.samples}" for counts in cells])
     return _table((header, rows))
 
 
@@ -286,7 +286,8 @@ def multi_question_runs(path: str) -> str:
     megabytes = report["doc_cache_bytes"] / 1e6
     rows = [
         [f"{len(wall['separate_each'])} separate `snapkv ask DOC QUESTION --json`", f"{separate:.1f} s ({each})", "1x"],
-        ["1 `snapkv ask DOC --questions FILE --json`", f"{wall['multi']:.1f} s", f"**{separate / wall['multi']:.1f}x**"],
+        ["1 `snapkv ask DOC --questions FILE --json`", f"{wall['multi']:.1f} s",
+         f"**{separate / wall['multi']:.1f}x**"],
         [f"same with `--cache-docs`, empty cache (prefills and stores {megabytes:.0f} MB)",
          f"{wall['cached_first_run']:.1f} s", f"{separate / wall['cached_first_run']:.1f}x"],
         ["same with `--cache-docs` again (loads the prefix from disk)", f"{wall['cached_second_run']:.1f} s",
@@ -366,9 +367,42 @@ GENERATORS = {
 }
 
 
+# Generators that take several JSONs and can show the ones committed so far (the missing ones named below them).
+PARTIAL = {"accuracy-table", "accuracy-by-length", "prompt-ranges", "accuracy-headline", "provenance"}
+
+
+def _is_data(argument: str) -> bool:
+    """A JSON file or a folder of them (relative to ``docs/``), not a length, budget or option."""
+    return argument.endswith(".json") or argument.startswith("results/")
+
+
+def _committed(argument: str) -> bool:
+    path = DOCS / argument
+    return path.is_file() if argument.endswith(".json") else any(path.glob("*.json"))
+
+
+def not_run(missing: list[str], partial: bool = False) -> str:
+    """What a block says while its run has not been done: no numbers, the JSON it waits for (``partial``: the numbers
+    above it come from the JSONs that are committed)."""
+    names = ", ".join(f"`{name}`" for name in missing)
+    one = len(missing) == 1
+    what = "the numbers above come only from the JSON that is" if partial else "so there are no numbers here"
+    return (f"*Not run yet: {names} {'is' if one else 'are'} not committed, {what}. The commands above (all in "
+            f"[run_benchmarks.sh](run_benchmarks.sh)) write {'it' if one else 'them'}; `python docs/tables.py "
+            f"--write` then fills this in.*\n")
+
+
 def render_block(spec: str) -> str:
+    """The block's Markdown from the committed JSON; where a JSON is missing, :func:`not_run` says so (a generator
+    of several JSONs shows those committed, then names the missing ones)."""
     name, *arguments = spec.split()
-    return GENERATORS[name](*arguments)
+    missing = [argument for argument in arguments if _is_data(argument) and not _committed(argument)]
+    if not missing:
+        return GENERATORS[name](*arguments)
+    present = [argument for argument in arguments if argument not in missing]
+    if name in PARTIAL and any(_is_data(argument) for argument in present):
+        return GENERATORS[name](*present) + "\n" + not_run(missing, partial=True)
+    return not_run(missing)
 
 
 def stored_summaries_mismatches() -> list[str]:
@@ -387,10 +421,9 @@ def stored_summaries_mismatches() -> list[str]:
             if report["cells"] != summary_rows(outcomes) or report["by_length"] != summary_rows(outcomes,
                                                                                                   pool_tasks=True):
                 problems.append(f"{path.relative_to(ROOT)}: stored cells differ from the outcomes")
-        elif report["kind"] == "speed":
-            if report["summary"] != summarize(report["samples"]) or report["comparisons"] != compare(
-                    report["samples"]):
-                problems.append(f"{path.relative_to(ROOT)}: stored summary differs from the samples")
+        elif report["kind"] == "speed" and (report["summary"] != summarize(report["samples"])
+                                            or report["comparisons"] != compare(report["samples"])):
+            problems.append(f"{path.relative_to(ROOT)}: stored summary differs from the samples")
     return problems
 
 
@@ -400,14 +433,10 @@ def process(write: bool) -> list[str]:
     for file in FILES:
         text = file.read_text(encoding="utf-8")
 
-        def replace(match: re.Match) -> str:
-            try:
-                expected = render_block(match["spec"])
-            except FileNotFoundError as error:
-                differing.append(f"{file.relative_to(ROOT)}: {match['spec']}: missing {error.filename}")
-                return match.group(0)
+        def replace(match: re.Match, name: str = str(file.relative_to(ROOT))) -> str:
+            expected = render_block(match["spec"])
             if match["body"] != expected:
-                differing.append(f"{file.relative_to(ROOT)}: {match['spec']}")
+                differing.append(f"{name}: {match['spec']}")
             return match["start"] + expected + match["end"]
 
         updated = BLOCK.sub(replace, text)
