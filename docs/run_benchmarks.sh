@@ -7,11 +7,14 @@
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
-# for its nine runs) and writes to a temporary file first, so a failed run leaves the committed results alone. Accuracy runs use one thread (they only count
-# answers; on a shared 2-core machine one thread wastes less); the speed bench uses torch's default.
+# for its nine runs) and writes to a temporary file first, so a failed run leaves the committed results alone.
+# Accuracy runs use one thread (they only count answers; on a shared 2-core machine one thread wastes less); the speed
+# bench uses torch's default. The code that runs is this checkout's (PYTHONPATH), whichever environment provides
+# `snapkv` and its dependencies: ./.venv if there is one, else the first on PATH (or SNAPKV_VENV=/path/to/venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH"
+export PATH="${SNAPKV_VENV:-$PWD/.venv}/bin:$PATH"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 out=docs/results
 mkdir -p "$out/defaults"
 
