@@ -42,6 +42,7 @@ class AccuracyPlan:
     max_new_tokens: int | None = None  # None: each task's own (tasks.NEW_TOKENS)
     split: str = "test"
     seed: int = 0
+    prefill_chunk: int | None = None  # prefill in chunks of this many tokens (memory only: the selection is exact)
 
     def new_tokens(self, kind: str) -> int:
         return self.max_new_tokens or NEW_TOKENS[kind]
@@ -103,7 +104,8 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
             for sample, task in enumerate(tasks):
                 document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
                 session = DocumentSession(loaded, document, plan.settings("full", None), template,
-                                          generation=GenerationOptions(max_new_tokens=new_tokens),
+                                          generation=GenerationOptions(max_new_tokens=new_tokens,
+                                                                       prefill_chunk=plan.prefill_chunk),
                                           attention_sums=attention_sums)
                 try:
                     # the task builder keeps the prompt within ``limit``; a broken guarantee must not pass

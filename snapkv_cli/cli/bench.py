@@ -118,7 +118,7 @@ def accuracy(
                         lengths=_ints(lengths, "--lengths"), tasks=_names(tasks, tuple(TASKS), "task"),
                         samples=samples, window_size=window, kernel_size=kernel, pooling=pooling,
                         gqa_aggregation=gqa, max_new_tokens=max_new_tokens,
-                        split=_split(split), seed=seed)
+                        split=_split(split), seed=seed, prefill_chunk=options.generation.prefill_chunk)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
     _check_outputs(markdown, png)
     start = run_start()
