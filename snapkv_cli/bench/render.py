@@ -16,7 +16,8 @@ from .retention import Tally
 from .speed import compare, summarize
 
 Rows = tuple[list[str], list[list[str]]]
-_METHOD_ORDER = ("full", "snapkv", "pyramidkv", "h2o", "tova", "streamingllm", "random")
+_METHOD_ORDER = ("full", "snapkv", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv", "h2o", "tova",
+                 "streamingllm", "random")
 
 
 def _budget(budget: int | None) -> str:
