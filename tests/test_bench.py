@@ -14,6 +14,7 @@ from snapkv_cli.bench.tasks import NEW_TOKENS, TASKS, VARIABLES, make_tasks
 from snapkv_cli.cli import app
 from snapkv_cli.documents import Document, Page
 from snapkv_cli.prompting import build_prompt, load_template
+from tests.helpers import recorded_forwards
 from tests.tiny_models import tiny_tokenizer
 
 
@@ -242,6 +243,36 @@ def test_accuracy_benchmark_smoke_run(short_context_model_path, tmp_path):
     assert "| task | method | budget |" in text and "uncompressed" in text
     assert png.read_bytes().startswith(b"\x89PNG")
     assert "Accuracy" in result.stderr
+
+
+def test_accuracy_prefills_each_document_once_on_the_one_run_path(tiny_model_path):
+    """Each sample is one DocumentSession: one forward from position 0 over the document's prefix, then every method
+    prefills only the question on a fork of it (H2O's fork needs the attention sums: the session kept them), and
+    every answer is the answer a one-question ``ask`` gives with the same settings."""
+    from snapkv_cli import pipeline
+    from snapkv_cli.bench.accuracy import run_accuracy
+    from snapkv_cli.generation import GenerationOptions
+    from snapkv_cli.models.loader import load_model
+
+    loaded = load_model(tiny_model_path, device="cpu")
+    template = load_template()
+    plan = AccuracyPlan(methods=("full", "snapkv", "h2o"), budgets=(64,), lengths=(300,), tasks=("single_needle",),
+                        samples=2, max_new_tokens=4)
+    with recorded_forwards(loaded.model) as forwards:
+        outcomes, skipped = run_accuracy(loaded, plan, template)
+    assert not skipped and len(outcomes) == 2 * 3
+    tasks = make_tasks(loaded.tokenizer, "single_needle", 300, 2, template, max_prompt_tokens=300)
+    prompts = [build_prompt(loaded.tokenizer, Document(t.seed, "text", (Page(1, t.document),)), t.question, template)
+               for t in tasks]
+    assert [tokens for start, tokens in forwards if start == 0] == [p.prefix_length for p in prompts]
+    question_forwards = [tokens for start, tokens in forwards if start in {p.prefix_length for p in prompts}]
+    assert question_forwards == [p.length - p.prefix_length for p in prompts for _ in range(3)]
+    for o in outcomes:
+        task = tasks[o.sample]
+        alone = pipeline.ask(loaded, Document(task.seed, "text", (Page(1, task.document),)), task.question,
+                             plan.settings(o.method, o.budget), template,
+                             generation=GenerationOptions(max_new_tokens=4))
+        assert o.answer == alone.result.answer and o.prompt_tokens == alone.prompt.length, (o.method, o.sample)
 
 
 def test_accuracy_answer_room_is_sized_per_task_and_split_is_an_option(tiny_model_path):
