@@ -80,6 +80,58 @@ class ModelOutOfMemory(UserError):
         super().__init__(f"out of memory loading model '{model}' on {device}")
 
 
+class CacheNotWritable(UserError):
+    """The project's cache directory (or a folder in it: ``what``, e.g. "model cache") cannot be created or written."""
+
+    def __init__(self, path, reason: str, needed: str | None = None, what: str = "cache"):
+        self.path, self.reason, self.needed, self.what = path, reason, needed, what
+        space = f" (about {needed} needed)" if needed else ""
+        super().__init__(f"could not write the {what} in {path}: {reason}; free some disk space{space} "
+                         "or set SNAPKV_CACHE_DIR to another directory")
+
+
+class WheelFetchFailed(UserError):
+    """pip could not download a pinned wheel (``reason`` is pip's last line)."""
+
+    def __init__(self, requirement: str, reason: str, *, what: str | None = None, env_var: str | None = None):
+        self.requirement, self.reason, self.what, self.env_var = requirement, reason, what, env_var
+        subject = f"{what} ({requirement})" if what else requirement
+        offline = f" or set {env_var} to a downloaded wheel" if env_var else ""
+        super().__init__(f"could not fetch {subject} with pip: {reason}; check your network{offline}")
+
+
+class WheelNotFound(UserError):
+    """An offline wheel location (``env_var`` = ``path``) that does not hold the wheel ``filename``.
+
+    ``is_directory`` says whether ``path`` is a directory (without the wheel) or nothing usable at all.
+    """
+
+    def __init__(self, env_var: str, path, filename: str, requirement: str, *, is_directory: bool):
+        self.env_var, self.path, self.filename, self.requirement = env_var, path, filename, requirement
+        self.is_directory = is_directory
+        if is_directory:
+            where = f"{env_var} points to the directory {path}, which has no {filename}"
+        else:
+            where = f"{env_var} is set to {path}, which is not a file or a directory of wheels"
+        super().__init__(f"{where}; put {filename} there (pip download --no-deps {requirement}) or unset {env_var}")
+
+
+class ChecksumMismatch(UserError):
+    """A downloaded or given file whose SHA-256 is not the pinned one."""
+
+    def __init__(self, what: str, path, expected: str, actual: str, hint: str):
+        self.what, self.path, self.expected, self.actual, self.hint = what, path, expected, actual, hint
+        super().__init__(f"sha256 mismatch for {what} {path}: expected {expected}, got {actual}; {hint}")
+
+
+class BadWheel(UserError):
+    """A wheel that is not a zip archive or lacks the file it should carry (``reason`` says which)."""
+
+    def __init__(self, path, reason: str, filename: str):
+        self.path, self.reason, self.filename = path, reason, filename
+        super().__init__(f"{path} {reason}; use the genuine {filename}")
+
+
 class DocumentTooLarge(UserError):
     """A document bigger than the size limit (``limit_bytes``; the setting ``max_document_mb``).
 

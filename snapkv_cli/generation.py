@@ -11,6 +11,7 @@ import torch
 
 from .defaults import MAX_NEW_TOKENS
 from .engine import CompressionSettings, SnapKVCache, prepare
+from .stopping import StopRule
 
 
 @dataclass
@@ -25,6 +26,8 @@ class GenerationResult:
     decode_s: float
     decode_steps: int  # forwards after the prefill (the first token comes from the prefill's logits)
     reused_prefix_tokens: int = 0
+    stopped_by: str = "eos"  # "eos", "max_new_tokens", or the stop string that ended the answer
+    stop_strings: tuple[str, ...] = ()  # the stop strings in force (none: only the end-of-sequence token)
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -78,14 +81,17 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
 @dataclass(frozen=True)
 class GenerationOptions:
     """How to prefill and decode: ``max_new_tokens`` (also the room kept for the answer in the context),
-    ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, and ``prefill_chunk`` (prefill in chunks
-    of that many tokens to bound activation memory; the selection stays exact; None is one pass)."""
+    ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
+    of that many tokens to bound activation memory; the selection stays exact; None is one pass), and
+    ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
+    model's rule, :data:`snapkv_cli.stopping.BASE_MODEL_STOP`)."""
 
     max_new_tokens: int = MAX_NEW_TOKENS
     temperature: float = 0.0
     seed: int | None = None
     stop_at_eos: bool = True
     prefill_chunk: int | None = None
+    stop_strings: tuple[str, ...] = ()
 
 
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
@@ -124,9 +130,12 @@ def generate_answer(
     prompt_length = len(input_ids)
     generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
     stops = stop_token_ids(model, tokenizer) if options.stop_at_eos else set()
+    rule = StopRule("stop strings", options.stop_strings) if options.stop_strings else None
     generated: list[int] = []
     emitted = ""
     decode_steps = 0
+    stopped_by = "max_new_tokens"
+    answer = ""
     with torch.inference_mode():
         synchronize(device)
         started = time.perf_counter()
@@ -138,13 +147,20 @@ def generate_answer(
             token = _next_token(logits, options.temperature, generator)
             token_id = int(token)
             if token_id in stops:
+                stopped_by = "eos"
                 break
             generated.append(token_id)
-            if on_text is not None:
-                text = tokenizer.decode(generated, skip_special_tokens=True)
-                if not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
-                    on_text(text[len(emitted):])
-                    emitted = text
+            text = tokenizer.decode(generated, skip_special_tokens=True)
+            cut = rule.cut(text) if rule is not None else None
+            if cut is not None:
+                answer, stopped_by = text[:cut[0]], cut[1]
+                break
+            answer = text
+            if on_text is not None and not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
+                shown = rule.safe_length(text) if rule is not None else len(text)
+                if shown > len(emitted):
+                    on_text(text[len(emitted):shown])
+                    emitted = text[:shown]
             if step + 1 == options.max_new_tokens:
                 break
             position = torch.tensor([prompt_length + step], device=device)
@@ -153,9 +169,8 @@ def generate_answer(
                            use_cache=True).logits[:, -1]
         synchronize(device)
         decode_s = time.perf_counter() - started
-    answer = tokenizer.decode(generated, skip_special_tokens=True)
     if on_text is not None and len(answer) > len(emitted):
         on_text(answer[len(emitted):])
     return GenerationResult(answer=answer.strip(), generated_ids=generated, prompt_tokens=prompt_length, cache=cache,
                             prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps,
-                            reused_prefix_tokens=start)
+                            reused_prefix_tokens=start, stopped_by=stopped_by, stop_strings=options.stop_strings)

@@ -13,11 +13,13 @@ from dataclasses import dataclass, replace
 
 from .documents import Document
 from .engine import POLICIES, CompressionSettings, check_supported
-from .errors import UserError
+from .errors import PromptTooLong, UserError
 from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
+from .models.catalog import default_prefill_chunk, longer_context_alternative
 from .models.loader import LoadedModel, torch_dtype_name
 from .prompting import Prompt, Template, build_prompt
 from .report import DocCacheInfo, PrefixInfo, Report, build_report
+from .stopping import BASE_MODEL_STOP
 
 
 @dataclass
@@ -69,6 +71,10 @@ class DocumentSession:
         except ValueError as error:
             raise UserError(str(error)) from None
         self.loaded, self.document, self.settings, self.template = loaded, document, settings, template
+        if loaded.base_model and not generation.stop_strings:  # a base model does not end its answers itself
+            generation = replace(generation, stop_strings=BASE_MODEL_STOP.strings)
+        if generation.prefill_chunk is None:  # the model's measured default (sliding-window models: chunks)
+            generation = replace(generation, prefill_chunk=default_prefill_chunk(loaded.name, loaded.model.config))
         self.generation, self.truncate, self.doc_cache = generation, truncate, doc_cache
         self.share_prefix = share_prefix or doc_cache is not None
         # attention sums over every prefix query, for H2O: as the session's method needs, or for questions asked
@@ -83,9 +89,15 @@ class DocumentSession:
     def build_prompt(self, question: str, settings: CompressionSettings | None = None) -> Prompt:
         """The prompt for ``question``, leaving ``max_new_tokens`` of room in the context; a bad fit fails here."""
         settings = settings or self.settings
-        prompt = build_prompt(self.loaded.tokenizer, self.document, question, self.template,
-                              max_tokens=context_length(self.loaded) - self.generation.max_new_tokens,
-                              truncate=self.truncate)
+        context = context_length(self.loaded)
+        try:
+            prompt = build_prompt(self.loaded.tokenizer, self.document, question, self.template,
+                                  max_tokens=context - self.generation.max_new_tokens, truncate=self.truncate,
+                                  completion=self.loaded.base_model)
+        except PromptTooLong as error:  # name a built-in model whose context would hold it
+            needed = error.tokens + self.generation.max_new_tokens
+            raise PromptTooLong(error.tokens, error.limit, context=context, model=self.loaded.name,
+                                alternative=longer_context_alternative(needed, self.loaded.name)) from None
         settings.capacity_for(prompt.length)  # a fraction too small for this prompt fails before the prefill
         return prompt
 

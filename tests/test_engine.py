@@ -167,7 +167,8 @@ def test_cache_reports_sizes():
 
 def test_sliding_layer_is_recorded_as_it_is_stored():
     """Gemma 3's sliding layer keeps its last tokens uncompressed: its record names exactly the positions whose keys it
-    holds, counts the whole prompt's bytes before and the stored bytes after, and the summary adds the layers up."""
+    holds, counts what it stores both before and after (a sliding layer never holds more than its window, compressed
+    or not: the totals are what a cache really holds), and the summary adds the layers up."""
     model = prepare(tiny_model("gemma3_text"))
     input_ids = prompt_ids(100)
     cache, full = SnapKVCache(window_size=8, max_capacity_prompt=40), DynamicCache()
@@ -180,13 +181,13 @@ def test_sliding_layer_is_recorded_as_it_is_stored():
     assert sliding.sliding and not sliding.compressed and stored < 100
     assert sliding.kept_positions[0].tolist() == [list(range(100 - stored, 100))] * 2
     assert torch.equal(cache.layers[1].keys, full.layers[1].keys[:, :, 100 - stored:])
-    assert (sliding.bytes_before, sliding.bytes_after) == (100 * per_token, stored * per_token)
+    assert (sliding.bytes_before, sliding.bytes_after) == (stored * per_token, stored * per_token)
     assert sliding.scores is None and sliding.kept_scores() is None
     summary = cache.summary()
     assert summary["tokens_before"] == 100 and summary["tokens_after"] == round((40 + stored + 40) / 3, 2)
-    assert summary["bytes_before"] == 3 * 100 * per_token
+    assert summary["bytes_before"] == (200 + stored) * per_token
     assert summary["bytes_after"] == (80 + stored) * per_token
-    assert summary["compression_ratio"] == round(300 / (80 + stored), 4)
+    assert summary["compression_ratio"] == round((200 + stored) / (80 + stored), 4)
 
 
 def test_budget_fraction_resolves_against_prompt_length():

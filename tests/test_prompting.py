@@ -248,3 +248,37 @@ def test_tokenizer_without_chat_template_falls_back_to_plain_text(qa):
     assert decode(plain, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
     assert decode(plain, prompt.input_ids[slice(*prompt.document_span)]).strip() == document.text
     assert prompt.question_span[0] >= prompt.length - 32
+
+
+def test_completion_style_for_base_models_starts_with_the_bos_the_tokenizer_uses(qa):
+    from tokenizers.processors import TemplateProcessing
+
+    with_bos = tiny_tokenizer()
+    bos_id = with_bos.bos_token_id
+    with_bos.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{with_bos.bos_token} $A", special_tokens=[(with_bos.bos_token, bos_id)])
+    assert with_bos("a")["input_ids"][0] == bos_id  # this tokenizer starts its encodings with BOS, like Gemma's
+    document = three_pages()
+    prompt = build_prompt(with_bos, document, QUESTION, qa, completion=True)
+    assert prompt.style == "completion" and prompt.template == "qa_base"
+    assert prompt.input_ids[0] == bos_id and prompt.input_ids.count(bos_id) == 1
+    assert prompt.text.startswith(with_bos.bos_token + load_template("qa_base").system + "\n\n")
+    assert prompt.text.endswith(f"Question: {QUESTION}\n\nAnswer:")
+    assert decode(with_bos, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
+    assert decode(with_bos, prompt.input_ids[slice(*prompt.document_span)]).strip() == document.text
+
+    plain = tiny_tokenizer()  # no BOS in its encodings: none in the prompt either
+    assert build_prompt(plain, document, QUESTION, qa, completion=True).input_ids[0] != plain.bos_token_id
+    # a chat model keeps its chat template and the template as given
+    chat = build_prompt(plain, document, QUESTION, qa)
+    assert chat.style == "chat" and chat.template == "qa" and "<|im_start|>assistant" in chat.text
+
+
+def test_completion_variant_only_for_packaged_templates_that_have_one(tmp_path):
+    from snapkv_cli.prompting import completion_variant
+
+    assert completion_variant(load_template("qa")).name == "qa_base"
+    assert completion_variant(load_template("summary")).name == "summary"  # no summary_base: itself
+    own = tmp_path / "qa.txt"
+    own.write_text("Read this.\n---\n{document}\n\nQ: {question}", encoding="utf-8")
+    assert completion_variant(load_template(str(own))).user.startswith("{document}")  # a user's own file is kept

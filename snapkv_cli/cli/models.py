@@ -15,15 +15,23 @@ from .errors import fail_cleanly
 @models_app.command("list")
 @fail_cleanly
 def models_list(as_json: bool = typer.Option(False, "--json", help="Print JSON on stdout.")) -> None:
-    """Show the default model and whether it is cached."""
-    from ..models.default_model import default_model_status
+    """Show the built-in models (name, parameters, context, licence, cached, size on disk)."""
+    from ..models.catalog import catalogue_rows
 
-    status = default_model_status()
+    rows = catalogue_rows()
     if as_json:
-        typer.echo(json.dumps(status))
+        typer.echo(json.dumps(rows))
         return
-    state = "cached" if status["present"] else "not downloaded yet (snapkv models pull)"
-    typer.echo(f"{status['name']}\t{state}\t{status['path']}")
+    table = [("name", "parameters", "context", "licence", "cached", "size on disk")]
+    for row in rows:
+        table.append((row["name"] + (" (default)" if row["default"] else ""), row["parameters"] or "?",
+                      f"{row['context']:,}" if row["context"] else "?", row["licence"] or "?",
+                      "yes" if row["cached"] else "no", f"{row['size_bytes'] / 1e6:,.0f} MB" if row["cached"] else "-"))
+    widths = [max(len(line[column]) for line in table) for column in range(len(table[0]))]
+    for line in table:
+        typer.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    if not all(row["cached"] for row in rows):
+        typer.echo("\nsnapkv models pull NAME fetches one now; --model NAME uses it (fetched on first use).")
 
 
 @models_app.command("pull")
@@ -32,8 +40,12 @@ def models_pull(
     name: Optional[str] = typer.Argument(None, help="Model to fetch (default: the default model)."),
 ) -> None:
     """Fetch and convert a model now, so later runs need no network."""
+    from ..models.catalog import find
     from ..models.loader import load_model
 
+    entry = find(name)
+    if entry is not None and entry.notice:
+        console.stderr.print(entry.notice, markup=False, soft_wrap=True)
     with console.stderr.status("Fetching model...", spinner="dots") as status:
         loaded = load_model(name, device="cpu", dtype="float32", progress=status.update)
     typer.echo(loaded.source)

@@ -402,10 +402,15 @@ class SnapKVCache(DynamicCache):
 
     def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor, prompt_length: int, *,
                              capacity: int | None = None, sliding: bool = False) -> None:
-        """Record a layer kept as stored: all of the prompt, or a sliding layer's last tokens."""
+        """Record a layer kept as stored: all of the prompt, or a sliding layer's last tokens.
+
+        A sliding layer never stores more than its window, with or without compression, so its bytes before and
+        after are both what it stores: the report's totals count what a cache really holds.
+        """
         batch, kv_heads, attended = keys.shape[:3]
         stored = self.layers[layer_idx]
         kept = stored.keys.shape[2]
+        stored_bytes = _state_bytes(stored.keys, stored.values)
         self.records[layer_idx] = LayerRecord(
             layer=layer_idx,
             prompt_length=prompt_length,
@@ -413,8 +418,8 @@ class SnapKVCache(DynamicCache):
             kept_positions=torch.arange(prompt_length - kept, prompt_length, device=keys.device).expand(
                 batch, kv_heads, kept),
             scores=None,
-            bytes_before=_state_bytes(keys, values) * prompt_length // attended,
-            bytes_after=_state_bytes(stored.keys, stored.values),
+            bytes_before=stored_bytes if sliding else _state_bytes(keys, values) * prompt_length // attended,
+            bytes_after=stored_bytes,
             sliding=sliding,
         )
 

@@ -1,5 +1,5 @@
-"""Load a causal LM and its tokenizer: the default model, a .gguf file, a local
-directory or a Hugging Face id, on a chosen device and dtype."""
+"""Load a causal LM and its tokenizer: a built-in model (by name, :mod:`snapkv_cli.models.catalog`), a .gguf file
+(converted once and cached), a local directory or a Hugging Face id, on a chosen device and dtype."""
 
 from __future__ import annotations
 
@@ -12,14 +12,8 @@ from typing import Any
 import torch
 
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
-from snapkv_cli.models.default_model import DEFAULT_MODEL_NAME, ensure_default_model, is_default_model_name
-from snapkv_cli.models.hf_utils import (
-    no_gguf_progress_bar,
-    quiet_transformers,
-    set_hf_env,
-    short_reason,
-    strip_gguf_quantizer,
-)
+from snapkv_cli.models import catalog, local_gguf
+from snapkv_cli.models.hf_utils import quiet_transformers, set_hf_env, short_reason
 from snapkv_cli.paths import refuse_overlong
 
 set_hf_env()
@@ -52,6 +46,14 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     load_seconds: float
+    base_model: bool = False  # not instruction-tuned (or no chat template): completion-style prompts, a stop rule
+
+
+def is_base_model(tokenizer: Any, entry: catalog.CatalogEntry | None = None) -> bool:
+    """A built-in model says whether it is instruction-tuned; any other counts as base without a chat template."""
+    if entry is not None:
+        return not entry.instruction_tuned
+    return not getattr(tokenizer, "chat_template", None)
 
 
 def resolve_device(device: str) -> torch.device:
@@ -110,9 +112,10 @@ def load_model(
 ) -> LoadedModel:
     """Load a model and tokenizer, in eval mode, on the resolved device and dtype.
 
-    ``name``: None or a default-model alias -> the embedded SmolLM2-135M-Instruct
-    (converted once into the cache); a path ending in ``.gguf`` -> dequantized GGUF;
-    an existing directory -> ``from_pretrained``; anything else -> a Hugging Face id.
+    ``name``: None -> the default model (SmolLM2-135M-Instruct); a built-in model's name or alias
+    (``gemma3-270m``) -> that model, fetched and converted once into the cache; a path ending in
+    ``.gguf`` -> that file, converted once and cached by its content hash; an existing directory ->
+    ``from_pretrained``; anything else -> a Hugging Face id.
     With ``device_map`` set, placement is left to transformers/accelerate.
     """
     say = progress or (lambda _msg: None)
@@ -120,11 +123,10 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, torch_device)
     started = time.monotonic()
 
-    gguf_file: str | None = None
-    if is_default_model_name(name):
-        source_dir = ensure_default_model(progress=say)
-        source = str(source_dir)
-        display = DEFAULT_MODEL_NAME
+    entry = catalog.find(name)
+    if entry is not None:
+        source = str(entry.ensure(progress=say))
+        display = entry.name
     else:
         assert name is not None
         raw = name.strip()
@@ -134,9 +136,7 @@ def load_model(
         if raw.lower().endswith(".gguf"):
             if not path.is_file():
                 raise UserError(f"model path not found: {raw}; pass an existing .gguf file")
-            path = path.resolve()
-            source = str(path)
-            gguf_file = path.name
+            source = str(_converted_gguf(raw, path, say))
         elif path.is_dir():
             source = str(path.resolve())
         elif path.exists():
@@ -149,9 +149,7 @@ def load_model(
             source = raw  # a Hugging Face id
 
     say(f"Loading {display} ({torch_dtype_name(torch_dtype)}, {torch_device})...")
-    model, tokenizer = _from_pretrained(
-        display, source, gguf_file, torch_dtype, torch_device, attn_implementation, device_map
-    )
+    model, tokenizer = _from_pretrained(display, source, torch_dtype, torch_device, attn_implementation, device_map)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -160,7 +158,19 @@ def load_model(
         device=_model_device(model, torch_device),
         dtype=_model_dtype(model, torch_dtype),
         load_seconds=time.monotonic() - started,
+        base_model=is_base_model(tokenizer, entry),
     )
+
+
+def _converted_gguf(raw: str, path: Path, say: Progress) -> Path:
+    """The cached conversion of the GGUF at ``path`` (made now on first use); a file transformers cannot read is a
+    :class:`UserError`."""
+    try:
+        return local_gguf.ensure(path, progress=say)
+    except UserError:
+        raise
+    except (OSError, ValueError, KeyError, ImportError, RuntimeError) as exc:
+        raise UserError(f"could not load model '{raw}': {short_reason(exc)}; {_LOAD_HINT}") from None
 
 
 def torch_dtype_name(dtype: torch.dtype) -> str:
@@ -185,7 +195,6 @@ def _model_dtype(model: Any, fallback: torch.dtype) -> torch.dtype:
 def _from_pretrained(
     display: str,
     source: str,
-    gguf_file: str | None,
     torch_dtype: torch.dtype,
     torch_device: torch.device,
     attn_implementation: str | None,
@@ -199,27 +208,20 @@ def _from_pretrained(
     except ImportError:  # pragma: no cover
         HfHubHTTPError = OfflineModeIsEnabled = OSError  # type: ignore[misc,assignment]
 
-    location = str(Path(source).parent) if gguf_file else source
-    extra: dict[str, Any] = {}
-    if gguf_file:
-        extra["gguf_file"] = gguf_file
-    model_kwargs: dict[str, Any] = dict(extra, dtype=torch_dtype)
+    model_kwargs: dict[str, Any] = {"dtype": torch_dtype}
     if attn_implementation:
         model_kwargs["attn_implementation"] = attn_implementation
     if device_map:
         model_kwargs["device_map"] = device_map
 
     try:
-        with no_gguf_progress_bar():
-            tokenizer = AutoTokenizer.from_pretrained(location, **extra)
-            model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, **model_kwargs)
     except _OOM:
         raise ModelOutOfMemory(display, str(torch_device)) from None
     except (OSError, ValueError, KeyError, ImportError, HfHubHTTPError, OfflineModeIsEnabled) as exc:
         raise UserError(f"could not load model '{display}': {short_reason(exc)}; {_LOAD_HINT}") from None
 
-    if gguf_file:
-        strip_gguf_quantizer(model)  # weights are already dequantized plain tensors
     if not device_map:
         try:
             model = model.to(torch_device)

@@ -1,0 +1,57 @@
+"""Write a long multi-page PDF of real prose with one planted fact, for long-document runs (docs/long_documents.md).
+
+The prose is the benchmark haystack (paragraphs of Python's own documentation topics, no download); the fact is a
+paragraph in the middle of page ``--fact-page``. Deterministic for given arguments.
+
+Usage::
+
+    .venv/bin/python docs/make_long_document.py --pages 40 --out /tmp/long.pdf
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+FACT = "The secret ingredient of the lighthouse keeper's stew is smoked juniper."
+QUESTION = "What is the secret ingredient of the lighthouse keeper's stew?"
+
+
+def pdf_writer():
+    path = Path(__file__).resolve().parent.parent / "examples" / "make_examples.py"
+    spec = importlib.util.spec_from_file_location("make_examples", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pages_of_prose(pages: int, paragraphs_per_page: int, fact_page: int, seed: int) -> list[str]:
+    from snapkv_cli.bench.haystack import haystack
+
+    prose = haystack(pages * paragraphs_per_page, seed=seed)
+    texts = []
+    for number in range(pages):
+        body = prose[number * paragraphs_per_page:(number + 1) * paragraphs_per_page]
+        if number + 1 == fact_page:
+            body.insert(paragraphs_per_page // 2, FACT)
+        texts.append(f"# Notes, part {number + 1}\n\n" + "\n\n".join(body))
+    return texts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", type=int, default=40)
+    parser.add_argument("--paragraphs-per-page", type=int, default=6)
+    parser.add_argument("--fact-page", type=int, default=None, help="default: the middle page")
+    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    fact_page = args.fact_page or (args.pages + 1) // 2
+    texts = pages_of_prose(args.pages, args.paragraphs_per_page, fact_page, args.seed)
+    args.out.write_bytes(pdf_writer().pdf_bytes(texts, title="Long notes", footer="page {page}"))
+    print(f"{args.out}: {args.pages} logical pages, the fact on page {fact_page}; ask: {QUESTION}")
+
+
+if __name__ == "__main__":
+    main()

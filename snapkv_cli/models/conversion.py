@@ -1,0 +1,188 @@
+"""A GGUF converted once into a cached model directory (float32 safetensors, tokenizer, chat template).
+
+transformers dequantizes a GGUF on every load (15-60 s for the models here, and a high peak RSS); the same weights
+saved as safetensors load in well under a second. :func:`build_once` turns a GGUF into such a directory under a
+cross-process lock, in a staging directory that is renamed into place only when complete; the completion marker
+(written last) names the GGUF's SHA-256, so a directory without it, or made from another file, is rebuilt.
+
+The built-in models (``default_model.py``, ``gemma3.py``) and any local ``.gguf`` (``local_gguf.py``) come this way.
+No torch or transformers at import time: ``snapkv models list`` imports this.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from snapkv_cli.errors import CacheNotWritable
+from snapkv_cli.models.cache_dir import dir_size_bytes
+from snapkv_cli.models.locks import exclusive
+
+Progress = Callable[[str], None]
+# obtain(work_dir, progress) -> the GGUF to convert (in work_dir, or anywhere it already lies)
+ObtainGGUF = Callable[[Path, Progress], Path]
+
+MARKER_NAME = "snapkv-complete.json"
+
+
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The completion marker of a converted directory, or None when missing or unreadable."""
+    try:
+        info = json.loads((path / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def is_complete(path: Path, gguf_sha256: str) -> bool:
+    """A converted directory whose marker names ``gguf_sha256`` and that holds a config, weights and a tokenizer."""
+    info = read_marker(path)
+    if info is None or info.get("gguf_sha256") != gguf_sha256:
+        return False
+    if not (path / "config.json").is_file() or not any(path.glob("*.safetensors")):
+        return False
+    return (path / "tokenizer.json").is_file() or (path / "tokenizer_config.json").is_file()
+
+
+def build_once(target: Path, gguf_sha256: str, obtain: ObtainGGUF, *, title: str, info: dict[str, Any],
+               progress: Progress | None = None, needed: str = "about 1 GB") -> Path:
+    """Return ``target``, converting the GGUF that ``obtain`` provides into it unless it is already complete.
+
+    ``title`` names the model in progress messages; ``info`` goes into the marker (with the GGUF's hash, versions
+    and the time taken); ``needed`` is the disk space named when the cache cannot be written. ``obtain`` runs in a
+    temporary work directory (removed afterwards, whatever happens) and must return a GGUF whose SHA-256 it checked.
+    Whatever fails, nothing half-written is left under ``target``'s name: a later call starts over.
+    """
+    say = progress or (lambda _msg: None)
+    if is_complete(target, gguf_sha256):
+        return target
+    parent = target.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _not_writable(parent, exc, needed) from None
+    waiting = f"Another snapkv process is setting up {title}; waiting for it..."
+    with exclusive(parent / f".{target.name}.lock", waiting, say, needed):
+        if is_complete(target, gguf_sha256):  # another process finished while we waited
+            return target
+        _remove_stale_work_dirs(parent, target.name)
+        return _build(target, gguf_sha256, obtain, title, info, say, needed)
+
+
+def _build(target: Path, gguf_sha256: str, obtain: ObtainGGUF, title: str, info: dict[str, Any], say: Progress,
+           needed: str) -> Path:
+    started = time.monotonic()
+    parent = target.parent
+    if target.exists():
+        say(f"The model cache at {target} is incomplete; rebuilding it.")
+    else:
+        say(f"Setting up {title} in {target} (once).")
+    work = staging = None
+    try:
+        try:
+            work = Path(tempfile.mkdtemp(prefix=f".{target.name}.download-", dir=parent))
+            staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=parent))
+        except OSError as exc:
+            raise _not_writable(parent, exc, needed) from None
+        try:
+            gguf = obtain(work, say)
+        except OSError as exc:  # writing the GGUF into the work directory (a full disk)
+            raise _not_writable(parent, exc, needed) from None
+        say("Converting the GGUF to float32 safetensors (once; 15-60 s)...")
+        from safetensors import SafetensorError
+
+        try:
+            versions = convert_gguf(gguf, staging, say)
+        except (OSError, SafetensorError) as exc:  # a full disk reaches us as SafetensorError from the writer
+            raise _not_writable(parent, exc, needed) from None
+        marker = {**info, **versions, "gguf_sha256": gguf_sha256, "created_unix": int(time.time()),
+                  "conversion_s": round(time.monotonic() - started, 1)}
+        try:
+            (staging / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")  # last
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.exists():
+                shutil.rmtree(target)
+            os.rename(staging, target)
+        except OSError as exc:
+            raise _not_writable(parent, exc, needed) from None
+        staging = None
+    finally:
+        for leftover in (work, staging):
+            if leftover is not None:
+                shutil.rmtree(leftover, ignore_errors=True)
+    size_mb = dir_size_bytes(target) / 1e6
+    say(f"{title} ready at {target} ({size_mb:.0f} MB, took {time.monotonic() - started:.0f} s).")
+    return target
+
+
+def convert_gguf(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
+    """Dequantize ``gguf`` with transformers and save it into ``out_dir`` as float32 safetensors with its tokenizer.
+
+    Checks that the saved copy reloads to identical weights and token ids and to the same logits (within float
+    rounding) on a chat-formatted message when the tokenizer has a chat template, on plain text otherwise.
+    Returns the versions used, for the marker.
+    """
+    from snapkv_cli.models.hf_utils import no_gguf_progress_bar, quiet_transformers, strip_gguf_quantizer
+
+    quiet_transformers()
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = Path(gguf)
+    with no_gguf_progress_bar():
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model.eval()
+    strip_gguf_quantizer(model)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    tokenizer.save_pretrained(str(out_dir))
+
+    say("Checking the converted model...")
+    reloaded = AutoModelForCausalLM.from_pretrained(str(out_dir), dtype=torch.float32)
+    reloaded.eval()
+    re_tokenizer = AutoTokenizer.from_pretrained(str(out_dir))
+    ids, re_ids = _probe_ids(tokenizer), _probe_ids(re_tokenizer)
+    if ids != re_ids:
+        raise RuntimeError("the converted tokenizer encodes differently from the GGUF's; conversion aborted")
+    saved = reloaded.state_dict()
+    for name, tensor in model.state_dict().items():
+        if name not in saved or not torch.equal(saved[name], tensor):
+            raise RuntimeError(f"the converted weight {name} differs from the GGUF's; conversion aborted")
+    input_ids = torch.tensor([ids], dtype=torch.long)
+    with torch.no_grad():
+        expected = model(input_ids=input_ids, logits_to_keep=1).logits
+        actual = reloaded(input_ids=input_ids, logits_to_keep=1).logits
+    # Same weights; the kernels may round differently with other memory layouts (seen: 4e-6 on Gemma 3).
+    if not torch.allclose(expected, actual, rtol=1e-4, atol=1e-4):
+        diff = (expected - actual).abs().max().item()
+        raise RuntimeError(f"the converted model's logits differ from the GGUF's (max diff {diff}); conversion aborted")
+    return {"transformers_version": transformers.__version__, "torch_version": torch.__version__, "dtype": "float32"}
+
+
+def _probe_ids(tokenizer) -> list[int]:
+    question = "What is the capital of France?"
+    if getattr(tokenizer, "chat_template", None):
+        encoded = tokenizer.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True,
+                                                tokenize=True, return_dict=True)
+        return list(encoded["input_ids"])
+    return list(tokenizer(f"Question: {question}\nAnswer:")["input_ids"])
+
+
+def _not_writable(where: Path, exc: Exception, needed: str) -> CacheNotWritable:
+    return CacheNotWritable(where, getattr(exc, "strerror", None) or str(exc), needed, what="model cache")
+
+
+def _remove_stale_work_dirs(parent: Path, name: str) -> None:
+    """Drop download/staging directories of ``name`` left behind by killed conversions (called under its lock)."""
+    for pattern in (f".{name}.download-*", f".{name}.partial-*"):
+        for leftover in parent.glob(pattern):
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)

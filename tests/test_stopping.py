@@ -1,0 +1,114 @@
+"""The base-model stop rule: where an answer ends without an end-of-sequence token, what streams before it, and how a
+base model's session applies it (completion-style template, stop strings, report keys)."""
+
+from __future__ import annotations
+
+import pytest
+
+from snapkv_cli.documents import Document, Page
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.generation import GenerationOptions, generate_answer
+from snapkv_cli.models.loader import LoadedModel
+from snapkv_cli.pipeline import DocumentSession
+from snapkv_cli.prompting import load_template
+from snapkv_cli.stopping import BASE_MODEL_STOP, StopRule
+from tests.helpers import DigitTokenizer
+from tests.tiny_models import prompt_ids, tiny_model
+
+RULE = StopRule("test", ("\n\n", "\nQuestion:"))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("K-4417.", None),
+    ("K-4417.\n\n<document>", (7, "\n\n")),
+    ("K-4417.\nQuestion: what else?", (7, "\nQuestion:")),
+    ("\n\nK-4417.", None),  # leading blank lines never end an (empty) answer
+    ("  K-4417.\n\nQuestion:", (9, "\n\n")),  # the earliest stop string wins
+])
+def test_cut(text, expected):
+    assert RULE.cut(text) == expected
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("K-4417.", 7),
+    ("K-4417.\n", 7),  # "\n" may begin "\n\n" or "\nQuestion:": held back
+    ("K-4417.\nQues", 7),
+    ("K-4417.\nQuiet", 13),  # no longer a possible stop string
+    ("\n", 1),  # before the first visible character nothing is a stop string
+])
+def test_safe_length_holds_back_a_possible_stop_string(text, shown):
+    assert RULE.safe_length(text) == shown
+
+
+def test_base_model_rule_covers_the_prompt_markers():
+    answer = "smoked juniper."
+    for tail in ("\n\n", "\nQuestion: x", "\nAnswer: y", "<document>", "</document>"):
+        assert BASE_MODEL_STOP.cut(answer + tail) == (len(answer), BASE_MODEL_STOP.cut(answer + tail)[1])
+
+
+def _generate(stop_strings=(), on_text=None, max_new_tokens=12):
+    model = tiny_model("llama")
+    settings = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=40, kernel_size=5)
+    return generate_answer(model, DigitTokenizer(), prompt_ids(80, seed=3)[0].tolist(), settings,
+                           GenerationOptions(max_new_tokens=max_new_tokens, stop_at_eos=False,
+                                             stop_strings=stop_strings), on_text=on_text)
+
+
+def test_generation_stops_before_the_first_stop_string_and_never_streams_it():
+    free = _generate()
+    assert free.stopped_by == "max_new_tokens" and len(free.generated_ids) == 12
+    tokens = free.answer.split(" ")
+    assert len(tokens) >= 6
+    stop = f" {tokens[4]} "  # the fifth token, as it appears between spaces
+    expected = free.answer[:free.answer.index(stop, len(tokens[0]))]
+    pieces: list[str] = []
+    stopped = _generate(stop_strings=(stop,), on_text=pieces.append)
+    assert stopped.answer == expected.strip()
+    assert stopped.stopped_by == stop and stopped.stop_strings == (stop,)
+    assert "".join(pieces) == expected
+    assert stop not in "".join(pieces)
+    assert len(stopped.generated_ids) < 12  # decoding ended there
+
+
+def test_no_stop_strings_means_only_eos_or_the_limit():
+    result = _generate(max_new_tokens=5)
+    assert result.stopped_by == "max_new_tokens" and result.stop_strings == ()
+
+
+def _loaded(base_model: bool, tokenizer, model) -> LoadedModel:
+    import torch
+
+    return LoadedModel(model=model, tokenizer=tokenizer, name="tiny", source="tiny", device=torch.device("cpu"),
+                       dtype=torch.float32, load_seconds=0.0, base_model=base_model)
+
+
+@pytest.mark.parametrize("base_model", [True, False])
+def test_a_base_model_session_uses_the_completion_template_and_the_stop_rule(base_model):
+    import transformers
+
+    from tests.tiny_models import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=1024, bos_token_id=tokenizer.bos_token_id,
+                                      eos_token_id=tokenizer.eos_token_id)
+    model = transformers.LlamaForCausalLM(config).eval()
+    document = Document("notes.txt", "text", (Page(1, "The keeper is Duncan Hale. The boat is the Morven Lass."),))
+    settings = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=24, kernel_size=5)
+    session = DocumentSession(_loaded(base_model, tokenizer, model), document, settings, load_template("qa"),
+                              generation=GenerationOptions(max_new_tokens=6), share_prefix=False)
+    answer = session.ask("Who is the keeper?")
+    report = answer.report.to_json()
+    if base_model:
+        assert answer.prompt.style == "completion" and answer.prompt.template == "qa_base"
+        assert answer.prompt.text.startswith("A document, then a question")  # this tokenizer adds no BOS
+        assert answer.prompt.text.endswith("Question: Who is the keeper?\n\nAnswer:")
+        assert report["stop"]["strings"] == list(BASE_MODEL_STOP.strings)
+        assert report["prompt"]["template_name"] == "qa_base" and report["prompt"]["style"] == "completion"
+    else:
+        assert answer.prompt.style == "chat" and answer.prompt.template == "qa"
+        assert "<|im_start|>assistant" in answer.prompt.text
+        assert report["stop"]["strings"] == []
+        assert report["prompt"]["template_name"] == "qa" and report["prompt"]["style"] == "chat"
+    assert report["stop"]["stopped_by"] in {"eos", "max_new_tokens", *BASE_MODEL_STOP.strings}
