@@ -59,3 +59,16 @@ def haystack(paragraph_count: int, seed: int) -> list[str]:
     paragraphs = list(prose_paragraphs())
     random.Random(seed).shuffle(paragraphs)
     return [paragraphs[i % len(paragraphs)] for i in range(paragraph_count)]
+
+
+def pages_of_prose(pages: int, paragraphs_per_page: int, fact: str, fact_page: int, seed: int) -> list[str]:
+    """The text of ``pages`` headed pages of seeded prose, with ``fact`` as a paragraph in the middle of page
+    ``fact_page`` (1-based): the long documents of the tests and of ``docs/make_long_document.py``."""
+    prose = haystack(pages * paragraphs_per_page, seed=seed)
+    texts = []
+    for number in range(pages):
+        body = prose[number * paragraphs_per_page:(number + 1) * paragraphs_per_page]
+        if number + 1 == fact_page:
+            body.insert(paragraphs_per_page // 2, fact)
+        texts.append(f"# Notes, part {number + 1}\n\n" + "\n\n".join(body))
+    return texts
