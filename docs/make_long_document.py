@@ -26,19 +26,6 @@ def pdf_writer():
     return module
 
 
-def pages_of_prose(pages: int, paragraphs_per_page: int, fact_page: int, seed: int) -> list[str]:
-    from snapkv_cli.bench.haystack import haystack
-
-    prose = haystack(pages * paragraphs_per_page, seed=seed)
-    texts = []
-    for number in range(pages):
-        body = prose[number * paragraphs_per_page:(number + 1) * paragraphs_per_page]
-        if number + 1 == fact_page:
-            body.insert(paragraphs_per_page // 2, FACT)
-        texts.append(f"# Notes, part {number + 1}\n\n" + "\n\n".join(body))
-    return texts
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pages", type=int, default=40)
@@ -48,7 +35,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     fact_page = args.fact_page or (args.pages + 1) // 2
-    texts = pages_of_prose(args.pages, args.paragraphs_per_page, fact_page, args.seed)
+    from snapkv_cli.bench.haystack import pages_of_prose
+
+    texts = pages_of_prose(args.pages, args.paragraphs_per_page, FACT, fact_page, args.seed)
     args.out.write_bytes(pdf_writer().pdf_bytes(texts, title="Long notes", footer="page {page}"))
     print(f"{args.out}: {args.pages} logical pages, the fact on page {fact_page}; ask: {QUESTION}")
 

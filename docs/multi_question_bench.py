@@ -72,20 +72,24 @@ def compute_s(report: dict) -> float:
     return timings.get("prefix_s", 0.0) + timings["prefill_s"] + timings["decode_s"]
 
 
-def dtype_check(document_text: str) -> dict:
-    """Answers and kept positions from the prefix as stored in float32 vs rounded through float16."""
+def dtype_check(document_path: Path, cli_answers: list[str]) -> dict:
+    """Answers and kept positions from the prefix as stored in float32 vs rounded through float16.
+
+    The document is read by the CLI's own loader (which strips the file's trailing newline, as ``snapkv ask`` does),
+    so the float32 answers here are the CLI's answers: the result says whether they are (``float32_matches_cli``).
+    """
     import torch
 
     from snapkv_cli import pipeline
     from snapkv_cli.defaults import CLI_DEFAULTS
-    from snapkv_cli.documents import Document, Page
+    from snapkv_cli.documents import load_document
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.models.loader import load_model
     from snapkv_cli.prompting import load_template
 
     loaded = load_model(device="cpu")
-    document = Document(source="bench", kind="text", pages=(Page(1, document_text),))
+    document = load_document(str(document_path))
     settings = CompressionSettings(**CLI_DEFAULTS)
     session = pipeline.DocumentSession(loaded, document, settings, load_template(),
                                        generation=GenerationOptions(max_new_tokens=MAX_NEW_TOKENS))
@@ -117,6 +121,7 @@ def dtype_check(document_text: str) -> dict:
         "mean_kept_overlap": round(sum(kept_overlap) / len(kept_overlap), 5),
         "min_kept_overlap": round(min(kept_overlap), 5),
         "same_answers": sum(a.result.answer == b.result.answer for a, b in zip(exact, rounded)),
+        "float32_matches_cli": [a.result.answer for a in exact] == cli_answers,
         "answers_float32": [a.result.answer for a in exact],
         "answers_float16": [b.result.answer for b in rounded],
         "max_abs_score_difference": max(
@@ -146,8 +151,10 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(options.threads)
-    results: dict = {"load_average_before": os.getloadavg(), "threads": options.threads or "default",
-                     "max_new_tokens": MAX_NEW_TOKENS}
+    from snapkv_cli.bench.provenance import run_start
+
+    results: dict = {**run_start(), "command": " ".join(["python", *sys.argv]),
+                     "threads": options.threads or "default", "max_new_tokens": MAX_NEW_TOKENS}
     with tempfile.TemporaryDirectory() as folder:
         document_text = build_document(tokenizer, options.tokens)
         document = Path(folder) / "report.txt"
@@ -196,8 +203,10 @@ def main() -> None:
             },
         })
         if options.dtype_check:
-            results["dtype_check"] = dtype_check(document_text)
-    results["load_average_after"] = os.getloadavg()
+            results["dtype_check"] = dtype_check(document, answers["separate"])
+    from snapkv_cli.bench.provenance import load_average, now
+
+    results.update({"finished": now(), "load_average_after": load_average()})
     text = json.dumps(results, indent=2)
     print(text)
     if options.out:

@@ -14,6 +14,11 @@ from snapkv_cli.bench.niah import NiahOutcome, summarize_niah
 from snapkv_cli.bench.niah_render import niah_heatmap
 
 
+def _model(report: dict) -> str:
+    """The model's name: in the provenance (schema 2), or in the machine record of a schema 1 report."""
+    return report["provenance"]["model"]["name"] if "provenance" in report else report["machine"]["model"]
+
+
 def main(source: str, target: str) -> int:
     report = json.loads(Path(source).read_text(encoding="utf-8"))
     outcomes = [NiahOutcome(**row) for row in report["outcomes"]]
@@ -22,7 +27,7 @@ def main(source: str, target: str) -> int:
     panels = [("full", None), ("snapkv", 1024), ("snapkv", 256), (best.method, best.budget)]
     with open(target, "wb") as file:
         niah_heatmap(outcomes, file, panels=panels,
-                     title=f"Needle In A Haystack, {report['machine']['model']} (best other method: "
+                     title=f"Needle In A Haystack, {_model(report)} (best other method: "
                            f"{best.method} {best.budget})")
     print(f"best other method: {best.method} {best.budget} ({best.exact}/{best.total} exact, "
           f"partial {best.partial:.2f})")

@@ -143,9 +143,47 @@ def test_buffered_layer_writes_in_place_and_grows():
     assert torch.equal(stored, torch.cat([kept, reference[0][:, :, :1]], dim=2))
 
 
+def plain_greedy_loop(model, ids: list[int], new_tokens: int):
+    """Greedy decoding with transformers' own DynamicCache and the model's own forward, none of this project's hooks:
+    written here on purpose, so the comparison below does not run the code it checks."""
+    from transformers import DynamicCache
+
+    from snapkv_cli.engine.hooks import detached, has_forward_hooks
+
+    cache, generated = DynamicCache(config=model.config), []
+    with detached(model), torch.inference_mode():
+        assert has_forward_hooks(model) == []
+        logits = model(torch.tensor([ids]), past_key_values=cache, use_cache=True).logits[:, -1]
+        for step in range(new_tokens):
+            token = logits.argmax(dim=-1, keepdim=True)
+            generated.append(int(token))
+            if step + 1 < new_tokens:
+                logits = model(token, past_key_values=cache, use_cache=True).logits[:, -1]
+    return generated, cache
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma3_text"])
+def test_preallocated_cache_decodes_token_identically_to_plain_transformers(family):
+    """The project's cache without compression (BufferedLayer: decoded tokens written in place, reallocated past its
+    headroom) against transformers' concatenating DynamicCache in a plain loop: 300 tokens, the same ones."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    model = tiny_model(family)
+    ids = prompt_ids(150, seed=21)[0].tolist()
+    settings = CompressionSettings(method="full", window_size=8, max_capacity_prompt=200)
+    buffered = generate_answer(model, DigitTokenizer(), ids, settings,
+                               GenerationOptions(max_new_tokens=300, stop_at_eos=False))
+    full_layers = [layer for layer in buffered.cache.layers if type(layer).__name__ == "BufferedLayer"]
+    assert full_layers and all(layer._key_buffer.shape[2] >= 150 + 299 for layer in full_layers)
+    plain_ids, plain_cache = plain_greedy_loop(model, ids, 300)
+    assert type(plain_cache) is DynamicCache and type(plain_cache.layers[0]) is DynamicLayer
+    assert buffered.generated_ids == plain_ids
+
+
 @pytest.mark.parametrize("family", ["llama", "gemma3_text"])
 @pytest.mark.parametrize("method, budget", [("full", 200), ("snapkv", 40)])
 def test_preallocated_cache_decodes_token_identically_to_concatenating_one(family, method, budget, monkeypatch):
+    """Buffered layers vs the same cache (compressed or not) with transformers' concatenating DynamicLayers."""
     from snapkv_cli.engine import SnapKVCache
 
     model = tiny_model(family)

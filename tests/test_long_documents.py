@@ -12,7 +12,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from snapkv_cli.bench.haystack import haystack
+from snapkv_cli.bench.haystack import pages_of_prose
 from snapkv_cli.cli import app
 from tests.example_writer import make_examples
 
@@ -25,13 +25,7 @@ QUESTION = "What is the secret ingredient of the lighthouse keeper's stew?"
 def long_pdf(path, pages: int = 17, paragraphs_per_page: int = 6, fact_page: int = 9):
     """A PDF of ``pages`` pages of prose (20 physical pages, about 9.5k Gemma tokens) with the fact as a paragraph
     of page ``fact_page``."""
-    prose = haystack(pages * paragraphs_per_page, seed=14)
-    texts = []
-    for number in range(pages):
-        body = prose[number * paragraphs_per_page:(number + 1) * paragraphs_per_page]
-        if number + 1 == fact_page:
-            body.insert(paragraphs_per_page // 2, FACT)
-        texts.append(f"# Notes, part {number + 1}\n\n" + "\n\n".join(body))
+    texts = pages_of_prose(pages, paragraphs_per_page, FACT, fact_page, seed=14)
     path.write_bytes(make_examples.pdf_bytes(texts, title="Long notes", footer="page {page}"))
     return path
 

@@ -108,12 +108,13 @@ def main() -> int:
     return_freed_memory_to_os()  # as the snapkv command does
     import torch
 
-    from snapkv_cli.cli.bench import machine_info
+    from snapkv_cli.bench.provenance import provenance, run_start
     from snapkv_cli.defaults import CLI_DEFAULTS
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions, generate_answer, stop_token_ids
     from snapkv_cli.models.loader import load_model
 
+    start = run_start()
     loaded = load_model(args.model, device="cpu", dtype="auto")
     model, tokenizer = loaded.model, loaded.tokenizer
     budgets = _ints(args.budgets)
@@ -167,10 +168,11 @@ def main() -> int:
     kvpress.stdin.close()
     kvpress.wait()
 
-    report = {"schema_version": 1, "kind": "peers", "command": " ".join(sys.argv), "args": vars(args) | {
-        "json_path": str(args.json_path), "markdown": str(args.markdown) if args.markdown else None},
-              "machine": machine_info(loaded), "snapkv_cli": {"torch": torch.__version__,
-                                                              "transformers": _version("transformers")},
+    arguments = vars(args) | {"json_path": str(args.json_path),
+                              "markdown": str(args.markdown) if args.markdown else None}
+    report = {"schema_version": 1, "kind": "peers", "command": " ".join(sys.argv), "args": arguments,
+              "provenance": provenance(loaded, start),
+              "snapkv_cli": {"torch": torch.__version__, "transformers": _version("transformers")},
               "kvpress_environment": versions, "rows": rows}
     args.json_path.parent.mkdir(parents=True, exist_ok=True)
     args.json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

@@ -1,7 +1,11 @@
 """``snapkv bench accuracy``: methods x budgets x prompt lengths on synthetic tasks, retention vs the full cache.
 
-Each sample's document prefix is prefilled once and forked for every method and budget (the selection still sees
-every key), so a cell costs a short question prefill and a few decoded tokens, not a whole prefill.
+Each sample is one :class:`~snapkv_cli.pipeline.DocumentSession` (the path every command takes): its document prefix
+is prefilled once, with the attention sums kept when a method needs them, and every method and budget asks the
+question on a fork of it (``session.ask(question, settings=...)``; the selection still sees every key), so a cell
+costs a short question prefill and the decoded tokens, not a whole prefill. A prompt is never longer than the model's
+context minus the tokens its answer may take, and a (method, budget) whose budget holds the whole prompt is not run
+(it would be the full cache under another name): the JSON lists it under ``skipped``.
 """
 
 from __future__ import annotations
@@ -10,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ..documents import Document, Page
-from ..engine import CompressionSettings
-from ..generation import GenerationOptions, build_prefix, generate_answer
+from ..engine import POLICIES, CompressionSettings
+from ..errors import PromptTooLong
+from ..generation import GenerationOptions
 from ..models.loader import LoadedModel
-from ..prompting import Template, build_prompt
-from .tasks import TASKS, make_tasks
+from ..pipeline import DocumentSession, context_length
+from ..prompting import Template
+from .retention import Paired, Tally
+from .tasks import NEW_TOKENS, TASKS, make_tasks
 
 DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
 DEFAULT_BUDGETS = (128, 256, 512, 1024, 2048)
@@ -32,8 +39,13 @@ class AccuracyPlan:
     kernel_size: int = 15
     pooling: str = "maxpool"
     gqa_aggregation: str = "mean"
-    max_new_tokens: int = 24
+    max_new_tokens: int | None = None  # None: each task's own (tasks.NEW_TOKENS)
+    split: str = "test"
     seed: int = 0
+    prefill_chunk: int | None = None  # prefill in chunks of this many tokens (memory only: the selection is exact)
+
+    def new_tokens(self, kind: str) -> int:
+        return self.max_new_tokens or NEW_TOKENS[kind]
 
     def settings(self, method: str, budget: int | None) -> CompressionSettings:
         return CompressionSettings(method=method, window_size=self.window_size,
@@ -49,88 +61,122 @@ class AccuracyPlan:
 @dataclass
 class Outcome:
     task: str
-    length: int
+    length: int  # the nominal length; the prompt has ``prompt_tokens`` <= min(length, context - max_new_tokens)
     sample: int
+    seed: str
     depth: float | None
     prompt_tokens: int
+    max_new_tokens: int
     method: str
     budget: int | None
     correct: bool
     answer: str
-    expected: str
-
-
-def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
-                 on_outcome: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    model, tokenizer = loaded.model, loaded.tokenizer
-    outcomes: list[Outcome] = []
-    for length in plan.lengths:
-        for kind in plan.tasks:
-            for sample, task in enumerate(make_tasks(tokenizer, kind, length, plan.samples, plan.seed)):
-                document = Document(source=f"{kind}-{length}-{sample}", kind="text", pages=(Page(1, task.document),))
-                prompt = build_prompt(tokenizer, document, task.question, template)
-                prefix = build_prefix(model, prompt.input_ids[: prompt.prefix_length], plan.window_size,
-                                      accumulate_attention="h2o" in plan.methods)
-                for method, budget in plan.cells():
-                    result = generate_answer(model, tokenizer, prompt.input_ids, plan.settings(method, budget),
-                                             GenerationOptions(max_new_tokens=plan.max_new_tokens), prefix=prefix)
-                    outcome = Outcome(kind, length, sample, task.depth, prompt.length, method, budget,
-                                      task.is_correct(result.answer), result.answer, task.answer)
-                    outcomes.append(outcome)
-                    if on_outcome is not None:
-                        on_outcome(outcome)
-    return outcomes
+    expected: list[str]
+    extracted: list[str]  # what the scorer read in the answer
+    generated_tokens: int
 
 
 @dataclass
-class Cell:
+class Skipped:
+    """A (sample, method, budget) not run: the budget holds the whole prompt, so nothing would be compressed."""
+
     task: str
     length: int
+    sample: int
+    prompt_tokens: int
     method: str
-    budget: int | None
-    correct: int = 0
-    total: int = 0
-    full_correct: int = 0  # the full cache on the same samples
-
-    @property
-    def accuracy(self) -> float:
-        return self.correct / self.total if self.total else 0.0
-
-    @property
-    def retention(self) -> float | None:
-        return self.correct / self.full_correct if self.full_correct else None
+    budget: int
 
 
-def summarize(outcomes: list[Outcome]) -> list[Cell]:
-    """Accuracy per (task, length, method, budget), with retention against the full cache on the same samples."""
-    full = {(o.task, o.length, o.sample): o.correct for o in outcomes if o.method == "full"}
-    cells: dict[tuple, Cell] = {}
+def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
+                 on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], list[Skipped]]:
+    tokenizer = loaded.tokenizer
+    context = context_length(loaded)
+    attention_sums = any(POLICIES[method].accumulates_attention for method in plan.methods)
+    outcomes: list[Outcome] = []
+    skipped: list[Skipped] = []
+    for length in plan.lengths:
+        for kind in plan.tasks:
+            new_tokens = plan.new_tokens(kind)
+            limit = context - new_tokens
+            tasks = make_tasks(tokenizer, kind, length, plan.samples, template, max_prompt_tokens=limit,
+                               split=plan.split, seed=plan.seed)
+            for sample, task in enumerate(tasks):
+                document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
+                session = DocumentSession(loaded, document, plan.settings("full", None), template,
+                                          generation=GenerationOptions(max_new_tokens=new_tokens,
+                                                                       prefill_chunk=plan.prefill_chunk),
+                                          attention_sums=attention_sums)
+                try:
+                    # the task builder keeps the prompt within ``limit``; a broken guarantee must not pass
+                    prompt = session.build_prompt(task.question)
+                except PromptTooLong as error:
+                    raise PromptTooLong(error.tokens, limit, context=context, model=loaded.name) from None
+                for method, budget in plan.cells():
+                    if budget is not None and budget >= prompt.length:
+                        skipped.append(Skipped(kind, length, sample, prompt.length, method, budget))
+                        continue
+                    answer = session.ask(task.question, settings=plan.settings(method, budget))
+                    result = answer.result
+                    outcome = Outcome(kind, length, sample, task.seed, task.depth, answer.prompt.length, new_tokens,
+                                      method, budget, task.is_correct(result.answer), result.answer,
+                                      list(task.answers), task.extracted(result.answer), len(result.generated_ids))
+                    outcomes.append(outcome)
+                    if on_outcome is not None:
+                        on_outcome(outcome)
+                del session  # its prefix (the document's full KV) goes before the next sample's
+    return outcomes, skipped
+
+
+def tally(outcomes: list[Outcome], *, pool_tasks: bool = False) -> dict[tuple, Tally]:
+    """Counts per (task, length, method, budget), each sample paired with the full cache's outcome on it.
+
+    ``pool_tasks`` pools the tasks at each length (key task ``"all"``); lengths are never pooled. Samples without a
+    full-cache outcome are left out (retention needs the pair).
+    """
+    full = {o.seed: o.correct for o in outcomes if o.method == "full"}  # a task's seed names its sample uniquely
+    tallies: dict[tuple, Tally] = {}
     for o in outcomes:
-        cell = cells.setdefault((o.task, o.length, o.method, o.budget), Cell(o.task, o.length, o.method, o.budget))
-        cell.total += 1
-        cell.correct += o.correct
-        cell.full_correct += full.get((o.task, o.length, o.sample), False)
-    return list(cells.values())
+        pair = full.get(o.seed)
+        if pair is None:
+            continue
+        key = ("all" if pool_tasks else o.task, o.length, o.method, o.budget)
+        tallies.setdefault(key, Tally()).add(Paired(o.correct, pair))
+    return tallies
 
 
-def overall(cells: list[Cell]) -> list[Cell]:
-    """The cells pooled over tasks and lengths, per (method, budget)."""
-    pooled: dict[tuple, Cell] = {}
-    for cell in cells:
-        total = pooled.setdefault((cell.method, cell.budget), Cell("all", 0, cell.method, cell.budget))
-        total.correct += cell.correct
-        total.total += cell.total
-        total.full_correct += cell.full_correct
-    return list(pooled.values())
+def summary_rows(outcomes: list[Outcome], *, pool_tasks: bool = False) -> list[dict]:
+    rows = []
+    for (task, length, method, budget), counts in tally(outcomes, pool_tasks=pool_tasks).items():
+        rows.append({"task": task, "length": length, "method": method, "budget": budget, **counts.as_dict()})
+    return rows
 
 
-def to_json(plan: AccuracyPlan, outcomes: list[Outcome], machine: dict) -> dict:
-    cells = summarize(outcomes)
+def outcomes_from_json(report: dict) -> list[Outcome]:
+    return [Outcome(**row) for row in report["outcomes"]]
 
-    def row(cell: Cell) -> dict:
-        retention = None if cell.retention is None else round(cell.retention, 4)
-        return {**asdict(cell), "accuracy": round(cell.accuracy, 4), "retention": retention}
 
-    return {"schema_version": 1, "kind": "accuracy", "plan": asdict(plan), "machine": machine,
-            "cells": [row(c) for c in cells], "overall": [row(c) for c in overall(cells)],
-            "outcomes": [asdict(o) for o in outcomes]}
+def merge_reports(reports: list[dict]) -> dict:
+    """Several accuracy reports run with the same settings (one per length, or more samples under another ``seed``)
+    as one: outcomes and skipped cells concatenated, the plan's lengths and tasks united. Samples stay paired by
+    their task seed, which differs between base seeds. Raises ``ValueError`` if the settings differ."""
+    if len(reports) == 1:
+        return reports[0]
+    same = ("window_size", "kernel_size", "pooling", "gqa_aggregation", "max_new_tokens", "split")
+    first = reports[0]["plan"]
+    for report in reports[1:]:
+        differing = [key for key in same if report["plan"][key] != first[key]]
+        if differing:
+            raise ValueError(f"the reports differ in {', '.join(differing)}")
+    plan = {**first, "lengths": sorted({length for r in reports for length in r["plan"]["lengths"]}),
+            "tasks": list(dict.fromkeys(task for r in reports for task in r["plan"]["tasks"]))}
+    return {"schema_version": 2, "kind": "accuracy", "plan": plan,
+            "provenance": [r["provenance"] for r in reports],
+            "outcomes": [o for r in reports for o in r["outcomes"]],
+            "skipped": [s for r in reports for s in r.get("skipped", [])]}
+
+
+def to_json(plan: AccuracyPlan, outcomes: list[Outcome], skipped: list[Skipped], provenance: dict) -> dict:
+    return {"schema_version": 2, "kind": "accuracy", "plan": asdict(plan), "provenance": provenance,
+            "cells": summary_rows(outcomes), "by_length": summary_rows(outcomes, pool_tasks=True),
+            "outcomes": [asdict(o) for o in outcomes], "skipped": [asdict(s) for s in skipped]}

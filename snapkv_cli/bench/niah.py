@@ -144,12 +144,12 @@ def summarize_niah(outcomes: list[NiahOutcome], *, pooled: bool = False) -> list
     return list(cells.values())
 
 
-def to_json(plan: NiahPlan, outcomes: list[NiahOutcome], machine: dict, haystack: Haystack) -> dict:
+def to_json(plan: NiahPlan, outcomes: list[NiahOutcome], provenance: dict, haystack: Haystack) -> dict:
     def row(cell: NiahCell) -> dict:
         return {"method": cell.method, "budget": cell.budget, "length": cell.length or None, "total": cell.total,
                 "exact": round(cell.exact_rate, 4), "partial": round(cell.partial, 4)}
 
-    return {"schema_version": 1, "kind": "niah", "plan": asdict(plan), "machine": machine,
+    return {"schema_version": 1, "kind": "niah", "plan": asdict(plan), "provenance": provenance,
             "haystack": {"source": haystack.source, "essays": len(haystack.essays), "needle": NEEDLE,
                          "question": NIAH_QUESTION, "required_phrases": list(REQUIRED_PHRASES),
                          "partial_words": list(PARTIAL_WORDS)},

@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import sys
 from pathlib import Path
 from typing import Optional
@@ -45,12 +43,13 @@ def _names(text: str, allowed, what: str) -> tuple[str, ...]:
     return names
 
 
-def machine_info(loaded) -> dict:
-    import torch
+def _split(text: str) -> str:
+    from ..bench.haystack import SPLITS
+    from ..errors import UserError
 
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "device": str(loaded.device),
-            "dtype": str(loaded.dtype).removeprefix("torch."), "model": loaded.name}
+    if text not in SPLITS:
+        raise UserError(f"unknown split {text!r}: choose test (reported results) or tune (choosing settings)")
+    return text
 
 
 def _load(options):
@@ -82,7 +81,9 @@ def _write(path: Optional[Path], text: str) -> None:
 def accuracy(
     methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help="Comma-separated methods."),
     budgets: str = typer.Option("128,256,512,1024,2048", help="Comma-separated budgets (tokens per head)."),
-    lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
+    lengths: str = typer.Option("1024,2048,4096,8192",
+                                help="Comma-separated prompt lengths in tokens (each prompt at most this long, and at "
+                                     "most the context minus the answer's tokens)."),
     tasks: str = typer.Option("single_needle,multi_key,multi_value,variable_tracking,question_first",
                               help="Comma-separated task kinds."),
     samples: int = typer.Option(5, min=1, help="Samples per task and length (needle depths spread 5%-95%)."),
@@ -91,6 +92,12 @@ def accuracy(
     kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
     pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
     gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
+    # -- issue 16: options added together (answer room, tuning vs reporting samples) --
+    max_new_tokens: Optional[int] = typer.Option(
+        None, "--max-new-tokens", min=1,
+        help="Tokens each answer may take [default: per task, 64 for one code, 96 for lists and chains]."),
+    split: str = typer.Option("test", help="test (reported results) or tune (choosing settings): disjoint seeds, "
+                                           "codes and haystacks."),
     seed: int = typer.Option(0, help="Seed of the generated tasks."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
     markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
@@ -98,8 +105,9 @@ def accuracy(
     *,
     options,
 ) -> None:
-    """Accuracy and retention (accuracy / full-cache accuracy on the same samples) on synthetic long-context tasks."""
+    """Accuracy and retention (of the full cache's right answers, the share each method keeps) on synthetic tasks."""
     from ..bench.accuracy import AccuracyPlan, run_accuracy, to_json
+    from ..bench.provenance import provenance, run_start
     from ..bench.render import accuracy_plot, accuracy_rows, markdown_table, rich_table
     from ..bench.tasks import TASKS
     from ..engine import POLICY_NAMES
@@ -110,9 +118,11 @@ def accuracy(
     plan = AccuracyPlan(methods=_names(methods, POLICY_NAMES, "method"), budgets=_ints(budgets, "--budgets"),
                         lengths=_ints(lengths, "--lengths"), tasks=_names(tasks, tuple(TASKS), "task"),
                         samples=samples, window_size=window, kernel_size=kernel, pooling=pooling,
-                        gqa_aggregation=gqa, seed=seed)
+                        gqa_aggregation=gqa, max_new_tokens=max_new_tokens,
+                        split=_split(split), seed=seed, prefill_chunk=options.generation.prefill_chunk)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
     _check_outputs(markdown, png)
+    start = run_start()
     loaded = _load(options)
     done = 0
     total = len(plan.lengths) * len(plan.tasks) * plan.samples * len(plan.cells())
@@ -120,20 +130,25 @@ def accuracy(
         def progress(outcome) -> None:
             nonlocal done
             done += 1
-            status.update(f"{done}/{total}: {outcome.task} {outcome.length} tok, {outcome.method} "
-                          f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
+            line = (f"{done}/<={total}: {outcome.task} {outcome.prompt_tokens} tok, {outcome.method} "
+                    f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
+            status.update(line)
+            if not console.stderr.is_terminal:  # a log: one line per answer
+                console.stderr.print(line, highlight=False)
 
-        outcomes = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
-    header, rows = accuracy_rows(outcomes)
-    console.stderr.print(rich_table(f"Accuracy ({loaded.name}, window {window}, {pooling} {kernel})", header, rows))
+        outcomes, skipped = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
+    report = to_json(plan, outcomes, skipped, provenance(loaded, start))
+    header, rows = accuracy_rows(report)
+    console.stderr.print(rich_table(f"Accuracy ({loaded.name}, {plan.split} split, window {window}, {pooling} "
+                                    f"{kernel})", header, rows))
     _write(markdown, markdown_table(header, rows))
     if png is not None:
         from ..views.atomic import atomic_output
 
         with atomic_output(png, binary=True) as file:
-            accuracy_plot(outcomes, file)
+            accuracy_plot(report, file)
     if as_json:
-        sys.stdout.write(json.dumps(to_json(plan, outcomes, machine_info(loaded))) + "\n")
+        sys.stdout.write(json.dumps(report) + "\n")
 
 
 @bench_app.command("speed")
@@ -143,28 +158,48 @@ def speed(
     lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
     budgets: str = typer.Option("256,1024,2048", help="Comma-separated SnapKV budgets."),
     new_tokens: int = typer.Option(64, min=2, help="Tokens decoded per configuration."),
+    # -- issue 16: options added together (repeats) --
+    repeats: int = typer.Option(5, min=1, help="Measured rounds of every configuration (interleaved)."),
+    warmup: int = typer.Option(1, min=0, help="Warm-up rounds of every configuration, not counted."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
-    markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
+    markdown: Optional[Path] = typer.Option(None, help="Write the tables as Markdown to this file."),
     *,
     options,
 ) -> None:
-    """Prefill time, decode rate, KV bytes and peak memory: weights-only, plain transformers, full and SnapKV."""
-    from ..bench.render import markdown_table, rich_table, speed_rows
+    """Prefill time, decode rate, KV bytes and peak memory: weights-only and plain transformers, our full cache and
+    SnapKV; medians and interquartile ranges over interleaved repeats."""
+    from ..bench.provenance import provenance, run_start
+    from ..bench.render import comparison_rows, markdown_table, rich_table, speed_rows
     from ..bench.speed import SpeedPlan, run_speed, to_json
 
     plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"), new_tokens=new_tokens,
-                     chunk_size=options.generation.prefill_chunk)
+                     repeats=repeats, warmup_rounds=warmup, chunk_size=options.generation.prefill_chunk)
     _check_outputs(markdown)
+    start = run_start()
     loaded = _load(options)
+    runs = len(plan.configurations()) * (plan.repeats + plan.warmup_rounds)
     with console.stderr.status("Timing...") as status:
-        rows = run_speed(loaded, plan, on_row=lambda row: status.update(
-            f"{row.length} tok {row.method} {row.budget or ''}: {row.decode_tokens_per_s} tok/s"))
-    header, table_rows = speed_rows(rows)
-    threads = machine_info(loaded)["torch_threads"]
-    console.stderr.print(rich_table(f"Speed ({loaded.name}, {loaded.device}, {threads} threads)", header, table_rows))
-    _write(markdown, markdown_table(header, table_rows))
+        done = 0
+
+        def progress(sample) -> None:
+            nonlocal done
+            done += 1
+            line = (f"{done}/{runs}: round {sample.round}, {sample.length} tok {sample.method} "
+                    f"{sample.budget or ''}: prefill {sample.prefill_s:.2f}s, {sample.decode_tokens_per_s} tok/s")
+            status.update(line)
+            if not console.stderr.is_terminal:  # a log: one line per run
+                console.stderr.print(line, highlight=False)
+
+        samples = run_speed(loaded, plan, on_sample=progress)
+    report = to_json(plan, samples, provenance(loaded, start))
+    threads = report["provenance"]["machine"]["torch_threads"]
+    tables = [("Speed", *speed_rows(report)), ("Paired ratios", *comparison_rows(report))]
+    for title, header, rows in tables:
+        console.stderr.print(rich_table(f"{title} ({loaded.name}, {loaded.device}, {threads} threads, median [IQR] "
+                                        f"of {plan.repeats})", header, rows))
+    _write(markdown, "\n".join(markdown_table(header, rows) for _, header, rows in tables))
     if as_json:
-        sys.stdout.write(json.dumps(to_json(plan, rows, machine_info(loaded))) + "\n")
+        sys.stdout.write(json.dumps(report) + "\n")
 
 
 def _depths(text: str) -> tuple[float, ...]:
@@ -219,6 +254,7 @@ def niah(
     from ..bench.needle import load_haystack
     from ..bench.niah import NiahPlan, run_niah, to_json
     from ..bench.niah_render import niah_heatmap, niah_rows
+    from ..bench.provenance import provenance, run_start
     from ..bench.render import markdown_table, rich_table
     from ..engine import POLICY_NAMES
     from ..pipeline import context_length
@@ -228,6 +264,7 @@ def niah(
                     gqa_aggregation=gqa, max_new_tokens=max_new_tokens)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
     _check_outputs(markdown, png)
+    start = run_start()
     with console.stderr.status("Loading the haystack...") as status:
         essays = load_haystack(haystack, progress=lambda message: status.update(str(message)))
     loaded = _load(options)
@@ -252,4 +289,4 @@ def niah(
         with atomic_output(png, binary=True) as file:
             niah_heatmap(outcomes, file, title=f"Needle In A Haystack, {loaded.name}")
     if as_json:
-        sys.stdout.write(json.dumps(to_json(plan, outcomes, machine_info(loaded), essays)) + "\n")
+        sys.stdout.write(json.dumps(to_json(plan, outcomes, provenance(loaded, start), essays)) + "\n")

@@ -78,6 +78,33 @@ def unprepare(model: nn.Module) -> None:
     setattr(model, _HANDLES_ATTRIBUTE, None)
 
 
+def has_forward_hooks(model: nn.Module) -> list[str]:
+    """Names of the modules of ``model`` that carry any forward hook (this project's or anyone's); ``[]`` if none.
+
+    Global hooks (registered for every module) count too, under the name ``"<global>"``.
+    """
+    from torch.nn.modules import module as torch_module
+
+    names = [name or "<model>" for name, submodule in model.named_modules()
+             if submodule._forward_pre_hooks or submodule._forward_hooks]
+    if torch_module._global_forward_pre_hooks or torch_module._global_forward_hooks:
+        names.append("<global>")
+    return names
+
+
+@contextmanager
+def detached(model: nn.Module):
+    """``with detached(model): ...`` runs the model without this project's hooks; they come back afterwards if they
+    were installed before."""
+    installed = bool(getattr(model, _HANDLES_ATTRIBUTE, None))
+    unprepare(model)
+    try:
+        yield model
+    finally:
+        if installed:
+            prepare(model)
+
+
 @contextmanager
 def attached(model: nn.Module):
     """``with attached(model): ...`` prepares the model and always removes the hooks afterwards."""

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Re-runs the benchmarks behind docs/benchmarks.md and writes their raw JSON (and Markdown) into docs/results/.
+# Then `python docs/tables.py --write` regenerates every table and numeric sentence of the docs from that JSON.
+#
+#   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
+#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked multi
+#                                                  # (default: all of them)
+#
+# Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
+# for its nine runs) and writes to a temporary file first, so a failed run leaves the committed results alone.
+# Accuracy runs use one thread (they only count answers; on a shared 2-core machine one thread wastes less); the speed
+# bench uses torch's default. The code that runs is this checkout's (PYTHONPATH), whichever environment provides
+# `snapkv` and its dependencies: ./.venv if there is one, else the first on PATH (or SNAPKV_VENV=/path/to/venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="${SNAPKV_VENV:-$PWD/.venv}/bin:$PATH"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+out=docs/results
+mkdir -p "$out/defaults"
+
+lock=/tmp/snapkv-heavy.lock
+holding=  # set while a group of runs holds the lock (one wait in the queue for the group, not one per run)
+
+run() {  # output.json, then the snapkv arguments
+  local target=$1; shift
+  local partial="$target.partial"
+  echo "[$(date -u +%H:%M:%S)] snapkv $*" >&2
+  if [ -n "$holding" ]; then
+    snapkv "$@" --json > "$partial"
+  else
+    flock "$lock" snapkv "$@" --json > "$partial"
+  fi
+  mv "$partial" "$target"
+}
+
+hold() { exec 9> "$lock"; flock 9; holding=1; }
+release() { holding=; flock -u 9; exec 9>&-; }
+
+headline() {  # SnapKV vs the full cache on the single needle, one run per length, 40 samples each
+  for length in 4096 8192; do
+    OMP_NUM_THREADS=1 run "$out/accuracy_headline_$((length / 1024))k.json" bench accuracy --methods full,snapkv \
+      --budgets 128,256,512,1024,2048 --lengths "$length" --tasks single_needle --samples 40
+  done
+}
+
+methods() {  # every method and task at 2k tokens, 8 samples per task
+  OMP_NUM_THREADS=1 run "$out/accuracy_methods_2k.json" bench accuracy \
+    --methods full,snapkv,pyramidkv,h2o,streamingllm,random --budgets 128,256,512,1024 --lengths 2048 \
+    --tasks single_needle,multi_key,multi_value,variable_tracking,question_first --samples 8
+}
+
+defaults() {  # SnapKV settings on the tune split (never on reported samples): 2k tokens, single needle
+  sweep() {
+    local name=$1; shift
+    OMP_NUM_THREADS=1 run "$out/defaults/$name.json" bench accuracy --split tune --methods full,snapkv \
+      --budgets 256,1024 --lengths 2048 --tasks single_needle --samples 8 "$@"
+  }
+  hold
+  sweep avgpool5 --pooling avgpool --kernel 5
+  sweep avgpool7 --pooling avgpool --kernel 7
+  sweep maxpool7 --pooling maxpool --kernel 7
+  sweep maxpool11 --pooling maxpool --kernel 11
+  sweep maxpool15 --pooling maxpool --kernel 15
+  sweep maxpool21 --pooling maxpool --kernel 21
+  sweep maxpool15-gqa-max --pooling maxpool --kernel 15 --gqa max
+  sweep maxpool15-window16 --pooling maxpool --kernel 15 --window 16
+  sweep maxpool15-window64 --pooling maxpool --kernel 15 --window 64
+  release
+}
+
+speed() {  # 1k-8k tokens, budgets 256/1024/2048, one warm-up round and 5 interleaved rounds
+  run "$out/speed.json" bench speed --lengths 1024,2048,4096,8192 --budgets 256,1024,2048 --new-tokens 64 \
+    --repeats 5 --warmup 1
+}
+
+chunked() {  # SnapKV's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
+  run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
+    --prefill-chunk 2048
+}
+
+multi() {  # several questions about one document (docs/multi_question.md), one thread
+  echo "[$(date -u +%H:%M:%S)] docs/multi_question_bench.py" >&2
+  flock "$lock" python docs/multi_question_bench.py --threads 1 --dtype-check \
+    --out docs/multi_question_bench.json.partial > /dev/null
+  mv docs/multi_question_bench.json.partial docs/multi_question_bench.json
+}
+
+for part in "${@:-headline methods defaults speed chunked multi}"; do
+  for name in $part; do "$name"; done
+done

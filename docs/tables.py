@@ -1,0 +1,465 @@
+"""Regenerate, or check, every benchmark table and numeric sentence in the docs from the committed raw JSON.
+
+Blocks in the Markdown files look like::
+
+    <!-- generated: speed-table results/speed.json -->
+    ...whatever this script wrote...
+    <!-- end generated -->
+
+The first word names a generator below, the rest its arguments (paths relative to ``docs/``). Each generator
+recomputes its numbers from the raw records of the JSON (accuracy ``outcomes``, speed ``samples``), never from the
+summaries stored beside them; ``--check`` also checks those stored summaries against the recomputation. A block
+whose JSON is not committed yet says so in words (:func:`not_run`), never with numbers from an older run.
+
+    .venv/bin/python docs/tables.py --write   # after a new run: rewrite the blocks
+    .venv/bin/python docs/tables.py --check   # exit 1 and list every block or summary that differs
+
+``tests/test_docs_tables.py`` runs the check, so a table that no longer follows from its JSON fails the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md")
+BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
+                   r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
+
+
+def _load(name: str) -> dict:
+    return json.loads((DOCS / name).read_text(encoding="utf-8"))
+
+
+def _table(rows) -> str:
+    from snapkv_cli.bench.render import markdown_table
+
+    return markdown_table(*rows)
+
+
+def _ratio(spread: dict, percent: bool = False) -> str:
+    if percent:
+        return (f"{100 * spread['median']:+.1f}% (interquartile range {100 * spread['q1']:+.1f}% to "
+                f"{100 * spread['q3']:+.1f}%)")
+    return f"{spread['median']:.2f}x (interquartile range {spread['q1']:.2f}-{spread['q3']:.2f}x)"
+
+
+# -- generators: each returns the Markdown of one block -------------------------------------------------------------
+
+def _accuracy(paths: tuple[str, ...]) -> dict:
+    from snapkv_cli.bench.accuracy import merge_reports
+
+    return merge_reports([_load(path) for path in paths])
+
+
+def accuracy_table(*paths: str) -> str:
+    """Per task, method and budget; per length accuracy and retention (several JSONs: one run per length)."""
+    from snapkv_cli.bench.render import accuracy_rows
+
+    return _table(accuracy_rows(_accuracy(paths)))
+
+
+def accuracy_by_length(*paths: str) -> str:
+    """The tasks pooled at each length (never the lengths)."""
+    from snapkv_cli.bench.render import accuracy_rows
+
+    header, rows = accuracy_rows(_accuracy(paths), pool_tasks=True)
+    return _table((header[1:], [row[1:] for row in rows]))
+
+
+def prompt_ranges(*paths: str) -> str:
+    from snapkv_cli.bench.render import prompt_ranges as ranges
+
+    return _table(ranges(_accuracy(paths)))
+
+
+def _retention_text(counts) -> str:
+    low, high = counts.retention_interval
+    return (f"{counts.kept}/{counts.full_correct} = {100 * counts.retention:.0f}% (95% CI {100 * low:.0f}-"
+            f"{100 * high:.0f}%; gained {counts.gained}, lost {counts.lost})")
+
+
+def accuracy_headline(*arguments: str) -> str:
+    """Sentences per length: the full cache's accuracy, then each budget's retention with its interval.
+
+    Arguments: the JSON paths, then ``budgets=128,1024`` (which budgets to state).
+    """
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+
+    paths = [a for a in arguments if not a.startswith("budgets=")]
+    budgets = [int(b) for a in arguments if a.startswith("budgets=") for b in a.split("=", 1)[1].split(",")]
+    tallies = tally(outcomes_from_json(_accuracy(tuple(paths))), pool_tasks=True)
+    lines = []
+    for length in sorted({key[1] for key in tallies}):
+        full = tallies[("all", length, "full", None)]
+        low, high = full.accuracy_interval
+        parts = [f"the full cache answers {full.correct}/{full.samples} ({100 * full.accuracy:.0f}%, 95% CI "
+                 f"{100 * low:.0f}-{100 * high:.0f}%)"]
+        for budget in budgets:
+            counts = tallies.get(("all", length, "snapkv", budget))
+            if counts is not None and counts.retention is not None:
+                parts.append(f"SnapKV at {budget} keeps {_retention_text(counts)}")
+        lines.append(f"- {length:,}-token prompts: " + "; ".join(parts) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def seed_comparison(speed_path: str, *accuracy_paths: str) -> str:
+    """The seed description's claims beside this project's measurements (retention per length, decode ratio)."""
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+    from snapkv_cli.bench.speed import compare
+
+    tallies = tally(outcomes_from_json(_accuracy(accuracy_paths)), pool_tasks=True)
+    lengths = sorted({key[1] for key in tallies})
+
+    def retention(budget: int) -> str:
+        parts = []
+        for length in lengths:
+            counts = tallies.get(("all", length, "snapkv", budget))
+            if counts is not None and counts.retention is not None:
+                low, high = counts.retention_interval
+                parts.append(f"{length // 1024}k: {100 * counts.retention:.0f}% [{100 * low:.0f}-{100 * high:.0f}]")
+        return ", ".join(parts) or "-"
+
+    speed = {(r["length"], r["method"], r["budget"]): r for r in compare(_load(speed_path)["samples"])}
+    longest = max(length for length, method, _ in speed if method == "snapkv")
+    decode = speed[(longest, "snapkv", 1024)]["decode_vs_transformers"]
+    decode_256 = speed[(longest, "snapkv", 256)]["decode_vs_transformers"]
+    prefill = speed[(longest, "snapkv", 1024)]["prefill_overhead_vs_transformers"]
+    rows = [
+        ["budget 4096: 99.8%, 1024: 98.9%, 256: 94.2% retention (LongBench, Llama-3-8B)",
+         f"1024: {retention(1024)}; 256: {retention(256)} (single needle, kept / full-correct, 95% CI)"],
+        ["up to 10x compression at 99.6% retention",
+         f"{longest // 1024}k prompts at budget 1024 ({longest / 1024:.0f}x): {retention(1024)}"],
+        ["1.5-2x decode throughput at 10x compression",
+         f"{decode['median']:.2f}x [{decode['q1']:.2f}-{decode['q3']:.2f}] plain transformers at {longest:,} tokens, "
+         f"budget 1024; {decode_256['median']:.2f}x at budget 256"],
+        ["no prefill overhead", f"{100 * prefill['median']:+.1f}% [{100 * prefill['q1']:+.1f}, "
+                                f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens"],
+    ]
+    return _table((["claim (seed)", "measured here (SmolLM2-135M, CPU; median [IQR] or value [95% CI])"], rows))
+
+
+def speed_table(path: str) -> str:
+    from snapkv_cli.bench.render import speed_rows
+
+    return _table(speed_rows(_load(path)))
+
+
+def speed_comparisons(path: str) -> str:
+    from snapkv_cli.bench.render import comparison_rows
+
+    return _table(comparison_rows(_load(path)))
+
+
+def speed_headline(path: str, length: str, budget: str) -> str:
+    """Sentences: decode ratios and prefill overhead of SnapKV at one length and budget, from one run."""
+    from snapkv_cli.bench.speed import compare, summarize
+
+    report = _load(path)
+    length_, budget_ = int(length), int(budget)
+    comparisons = {(r["length"], r["method"], r["budget"]): r for r in compare(report["samples"])}
+    summary = {(r["length"], r["method"], r["budget"]): r for r in summarize(report["samples"])}
+    snap = comparisons[(length_, "snapkv", budget_)]
+    plain = comparisons[(length_, "transformers", None)]
+    rate = summary[(length_, "snapkv", budget_)]["decode_tokens_per_s"]["median"]
+    plain_rate = summary[(length_, "transformers", None)]["decode_tokens_per_s"]["median"]
+    floor_rate = summary[(1, "weights-only", None)]["decode_tokens_per_s"]["median"]
+    kv = summary[(length_, "snapkv", budget_)]["kv_bytes"]
+    kv_plain = summary[(length_, "transformers", None)]["kv_bytes"]
+    rss = summary[(length_, "snapkv", budget_)]["peak_rss_bytes"]["median"]
+    rss_plain = summary[(length_, "transformers", None)]["peak_rss_bytes"]["median"]
+    repeats = snap["decode_vs_transformers"]["n"]
+    lines = [
+        f"- Decode at {length_:,} prompt tokens, budget {budget_:,}: {rate:.1f} tok/s against {plain_rate:.1f} for "
+        f"plain transformers and {floor_rate:.1f} for the weights-only floor (medians of {repeats} rounds). Paired "
+        f"within rounds: **{_ratio(snap['decode_vs_transformers'])} plain transformers** and "
+        f"**{_ratio(snap['decode_vs_weights_only'])} the weights-only rate**. Plain transformers itself decodes at "
+        f"{_ratio(plain['decode_vs_weights_only'])} the weights-only rate at this length, so no cache could be more "
+        f"than about {1 / plain['decode_vs_weights_only']['median']:.2f}x faster than it here.",
+        f"- Prefill at {length_:,} tokens, budget {budget_:,}: {_ratio(snap['prefill_overhead_vs_transformers'], True)}"
+        f" against plain transformers, {_ratio(snap['prefill_overhead_vs_full'], True)} against the project's own "
+        f"cache without compression.",
+        f"- KV cache: {kv / 2**20:.1f} MiB against {kv_plain / 2**20:.1f} MiB "
+        f"({kv_plain / kv:.1f}x smaller); peak RSS (medians) {rss / 2**20:.0f} MiB against {rss_plain / 2**20:.0f} "
+        f"MiB: {(rss_plain - rss) / 2**20:.0f} MiB lower for {(kv_plain - kv) / 2**20:.0f} MiB of KV saved "
+        f"({(rss_plain - rss) / (kv_plain - kv):.0%}).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def provenance(*paths: str) -> str:
+    """One line per JSON: the command's commit, machine, libraries, times and the load around it."""
+    lines = []
+    for path in paths:
+        source = _load(path)["provenance"]
+        git, machine = source["git"], source["machine"]
+        dirty = " (with uncommitted changes)" if git.get("dirty") else ""
+        lines.append(f"- `{path}`: `{source['command']}` at commit `{(git.get('commit') or 'unknown')[:10]}`{dirty}, "
+                     f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]} UTC; "
+                     f"{machine['cpus']} CPUs ({machine['cpu']}), torch {machine['torch']} "
+                     f"({machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}), "
+                     f"transformers {machine['transformers']}; load average "
+                     f"{source['load_average_before'][0]:.1f} before, {source['load_average_after'][0]:.1f} after.")
+    return "\n".join(lines) + "\n"
+
+
+def defaults_table(folder: str, *budgets: str) -> str:
+    """The defaults sweep (tune split): per setting, full and SnapKV accuracy at each budget, pooled over lengths
+    only when the sweep ran a single length (it does)."""
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+
+    header = ["settings", "full"] + [f"snapkv {budget}" for budget in budgets]
+    rows = []
+    for path in sorted((DOCS / folder).glob("*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        tallies = tally(outcomes_from_json(report), pool_tasks=True)
+        lengths = {key[1] for key in tallies}
+        assert len(lengths) == 1, f"{path.name}: the defaults table expects one length"
+        (length,) = lengths
+
+        cells = [tallies[("all", length, "full", None)]]
+        cells += [tallies[("all", length, "snapkv", int(budget))] for budget in budgets]
+        rows.append([path.stem] + [f"{counts.correct}/{counts.samples}" for counts in cells])
+    return _table((header, rows))
+
+
+def multi_question_speed(path: str) -> str:
+    """The README's sentence on several questions, from ``multi_question_bench.py``'s JSON (wall times)."""
+    report = _load(path)
+    wall, per_question = report["wall_s"], report["per_question_s"]
+    separate = sum(wall["separate_each"])
+    cached, cold = per_question["cached"], per_question["cold"]
+    return (f"- Speed (default model, CPU, {report['prompt_tokens']:,}-token prompt, {len(cold)} questions; "
+            f"[docs/multi_question.md](docs/multi_question.md)): {len(cold)} separate runs took {separate:.0f} s, "
+            f"one multi-question run {wall['multi']:.0f} s ({separate / wall['multi']:.1f}x), the same with the "
+            f"document cache loaded from disk {wall['cached_second_run']:.1f} s "
+            f"({separate / wall['cached_second_run']:.1f}x; each question {min(cached):.0f}-{max(cached):.0f} s "
+            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a busy shared machine.\n")
+
+
+def multi_question_facts(path: str) -> str:
+    """multi_question.md's sentences: provenance, prompt, prefix and the targets, from the script's JSON."""
+    report = _load(path)
+    git = report.get("git") or {}
+    commit = f"commit `{git['commit'][:10]}`" if git.get("commit") else "a commit the JSON does not record"
+    wall, times = report["wall_s"], report["per_question_s"]
+    separate = sum(wall["separate_each"])
+    ratios = [cold / cached for cold, cached in zip(times["cold"], times["cached"])]
+    load = report.get("load_average_before"), report.get("load_average_after")
+    lines = [
+        f"- Run at {commit} with {report['threads']} thread(s), at most {report['max_new_tokens']} new tokens; load "
+        f"average {load[0][0]:.1f} before and {load[1][0]:.1f} after.",
+        f"- The prompt: {report['prompt_tokens']:,} tokens, of which {report['prefix_tokens']:,} are the "
+        f"question-independent prefix; the document cache entry is {report['doc_cache_bytes'] / 1e6:.0f} MB.",
+        f"- Targets: the multi-question run at least 3x faster than separate runs ({separate / wall['multi']:.1f}x); "
+        f"each cached question at least 5x faster than a cold one ({min(ratios):.0f}x to {max(ratios):.0f}x).",
+        f"- Prefilling the prefix took {times['multi_prefix_prefill_s']:.1f} s of the multi-question run; loading it "
+        f"from disk {times['cached_prefix_load_s']:.2f} s (read, SHA-256, shape and metadata checks); the first "
+        f"`--cache-docs` run (which stores it) took {wall['cached_first_run'] - wall['multi']:+.1f} s against the "
+        f"run without the cache.",
+        f"- Answers: {sum(report['correct'])} of {len(report['correct'])} contain the expected fact; all four ways "
+        f"gave the same answers (the script asserts it).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def multi_question_dtype_readme(path: str) -> str:
+    """The README's sentence on float16 on disk, from ``--dtype-check``."""
+    check = _load(path)["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    return (f"    rounding a float32 prefix through float16 would halve the file but changed {total - same} of {total} "
+            f"per-head kept sets and {answers - check['same_answers']} of {answers} answers.\n")
+
+
+def multi_question_runs(path: str) -> str:
+    """multi_question.md's wall-time table."""
+    report = _load(path)
+    wall = report["wall_s"]
+    separate = sum(wall["separate_each"])
+    each = ", ".join(f"{seconds:.1f}" for seconds in wall["separate_each"])
+    megabytes = report["doc_cache_bytes"] / 1e6
+    rows = [
+        [f"{len(wall['separate_each'])} separate `snapkv ask DOC QUESTION --json`", f"{separate:.1f} s ({each})", "1x"],
+        ["1 `snapkv ask DOC --questions FILE --json`", f"{wall['multi']:.1f} s",
+         f"**{separate / wall['multi']:.1f}x**"],
+        [f"same with `--cache-docs`, empty cache (prefills and stores {megabytes:.0f} MB)",
+         f"{wall['cached_first_run']:.1f} s", f"{separate / wall['cached_first_run']:.1f}x"],
+        ["same with `--cache-docs` again (loads the prefix from disk)", f"{wall['cached_second_run']:.1f} s",
+         f"**{separate / wall['cached_second_run']:.1f}x**"],
+    ]
+    return _table((["run", "wall time", "speed-up"], rows))
+
+
+def multi_question_per_question(path: str) -> str:
+    """multi_question.md's per-question table (cold separate run vs from the disk cache)."""
+    report = _load(path)
+    times = report["per_question_s"]
+    rows = []
+    for index, (cold, cached) in enumerate(zip(times["cold"], times["cached"]), start=1):
+        label = f"{index} (loads the prefix: {times['cached_prefix_load_s']:.2f} s of it)" if index == 1 else str(index)
+        rows.append([label, f"{cold:.1f} s", f"{cached:.1f} s", f"{cold / cached:.1f}x"])
+    return _table((["question", "cold (separate run)", "from the disk cache", "ratio"], rows))
+
+
+def multi_question_dtype(path: str) -> str:
+    """multi_question.md's float32-vs-float16 table, from ``--dtype-check``."""
+    check = _load(path)["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    rows = [
+        ["prefix file", f"{check['prefix_kv_bytes_float32'] / 1e6:.0f} MB "
+                        f"({check['prefix_kv_bytes_float32'] / check['prefix_tokens'] / 1e3:.0f} KB per token)",
+         f"{check['prefix_kv_bytes_float16'] / 1e6:.0f} MB"],
+        ["kept sets (layer x KV head x question) identical to float32", f"{total}/{total}", f"{same}/{total}"],
+        ["kept positions shared with float32, mean / worst head", "100%",
+         f"{100 * check['mean_kept_overlap']:.2f}% / {100 * check['min_kept_overlap']:.2f}%"],
+        ["SnapKV scores, largest absolute difference", "0", f"{check['max_abs_score_difference']:.4f}"],
+        ["answers identical to float32", f"{answers}/{answers}", f"{check['same_answers']}/{answers}"],
+        ["float32 answers identical to the CLI's (`snapkv ask`)",
+         {True: "yes", False: "no"}.get(check.get("float32_matches_cli"), "not checked"), "-"],
+    ]
+    return _table((["", "float32 (stored as is)", "rounded through float16"], rows))
+
+
+def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str) -> str:
+    """Peak RSS and prefill with and without prefill chunks, SnapKV at one length and budget (two runs)."""
+    from snapkv_cli.bench.speed import summarize
+
+    key = (int(length), "snapkv", int(budget))
+    rows = []
+    for path in (plain_path, chunked_path):
+        report = _load(path)
+        row = {(r["length"], r["method"], r["budget"]): r for r in summarize(report["samples"])}[key]
+        chunk = report["plan"]["chunk_size"]
+        rows.append([f"`{path}`", "one pass" if chunk is None else f"chunks of {chunk}",
+                     f"{row['peak_rss_bytes']['median'] / 2**20:.0f} [{row['peak_rss_bytes']['q1'] / 2**20:.0f}, "
+                     f"{row['peak_rss_bytes']['q3'] / 2**20:.0f}]",
+                     f"{row['prefill_s']['median']:.2f} [{row['prefill_s']['q1']:.2f}, {row['prefill_s']['q3']:.2f}]",
+                     str(row["repeats"])])
+    return _table((["run", "prefill", f"peak RSS MiB (snapkv {budget}, {int(length):,} tokens)", "prefill s", "runs"],
+                   rows))
+
+
+GENERATORS = {
+    "multi-question-speed": multi_question_speed,
+    "multi-question-facts": multi_question_facts,
+    "multi-question-runs": multi_question_runs,
+    "multi-question-dtype-readme": multi_question_dtype_readme,
+    "multi-question-per-question": multi_question_per_question,
+    "multi-question-dtype": multi_question_dtype,
+    "chunked-prefill": chunked_prefill,
+    "accuracy-table": accuracy_table,
+    "accuracy-by-length": accuracy_by_length,
+    "prompt-ranges": prompt_ranges,
+    "speed-table": speed_table,
+    "speed-comparisons": speed_comparisons,
+    "speed-headline": speed_headline,
+    "provenance": provenance,
+    "accuracy-headline": accuracy_headline,
+    "seed-comparison": seed_comparison,
+    "defaults-table": defaults_table,
+}
+
+
+# Generators that take several JSONs and can show the ones committed so far (the missing ones named below them).
+PARTIAL = {"accuracy-table", "accuracy-by-length", "prompt-ranges", "accuracy-headline", "provenance"}
+
+
+def _is_data(argument: str) -> bool:
+    """A JSON file or a folder of them (relative to ``docs/``), not a length, budget or option."""
+    return argument.endswith(".json") or argument.startswith("results/")
+
+
+def _committed(argument: str) -> bool:
+    path = DOCS / argument
+    return path.is_file() if argument.endswith(".json") else any(path.glob("*.json"))
+
+
+def not_run(missing: list[str], partial: bool = False) -> str:
+    """What a block says while its run has not been done: no numbers, the JSON it waits for (``partial``: the numbers
+    above it come from the JSONs that are committed)."""
+    names = ", ".join(f"`{name}`" for name in missing)
+    one = len(missing) == 1
+    what = "the numbers above come only from the JSON that is" if partial else "so there are no numbers here"
+    return (f"*Not run yet: {names} {'is' if one else 'are'} not committed, {what}. The commands above (all in "
+            f"[run_benchmarks.sh](run_benchmarks.sh)) write {'it' if one else 'them'}; `python docs/tables.py "
+            f"--write` then fills this in.*\n")
+
+
+def render_block(spec: str) -> str:
+    """The block's Markdown from the committed JSON; where a JSON is missing, :func:`not_run` says so (a generator
+    of several JSONs shows those committed, then names the missing ones)."""
+    name, *arguments = spec.split()
+    missing = [argument for argument in arguments if _is_data(argument) and not _committed(argument)]
+    if not missing:
+        return GENERATORS[name](*arguments)
+    present = [argument for argument in arguments if argument not in missing]
+    if name in PARTIAL and any(_is_data(argument) for argument in present):
+        return GENERATORS[name](*present) + "\n" + not_run(missing, partial=True)
+    return not_run(missing)
+
+
+def stored_summaries_mismatches() -> list[str]:
+    """Every JSON's stored summaries against a recomputation from its raw records."""
+    from snapkv_cli.bench.accuracy import outcomes_from_json, summary_rows
+    from snapkv_cli.bench.speed import compare, summarize
+
+    problems = []
+    for path in sorted(DOCS.glob("results/**/*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        if report.get("schema_version") != 2:
+            problems.append(f"{path.relative_to(ROOT)}: schema_version {report.get('schema_version')}, not 2")
+            continue
+        if report["kind"] == "accuracy":
+            outcomes = outcomes_from_json(report)
+            if report["cells"] != summary_rows(outcomes) or report["by_length"] != summary_rows(outcomes,
+                                                                                                  pool_tasks=True):
+                problems.append(f"{path.relative_to(ROOT)}: stored cells differ from the outcomes")
+        elif report["kind"] == "speed" and (report["summary"] != summarize(report["samples"])
+                                            or report["comparisons"] != compare(report["samples"])):
+            problems.append(f"{path.relative_to(ROOT)}: stored summary differs from the samples")
+    return problems
+
+
+def process(write: bool) -> list[str]:
+    """Rewrite (``write``) or compare every generated block; returns the blocks that differed."""
+    differing = []
+    for file in FILES:
+        text = file.read_text(encoding="utf-8")
+
+        def replace(match: re.Match, name: str = str(file.relative_to(ROOT))) -> str:
+            expected = render_block(match["spec"])
+            if match["body"] != expected:
+                differing.append(f"{name}: {match['spec']}")
+            return match["start"] + expected + match["end"]
+
+        updated = BLOCK.sub(replace, text)
+        if write and updated != text:
+            file.write_text(updated, encoding="utf-8")
+    return differing
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="exit 1 if any block or stored summary differs")
+    mode.add_argument("--write", action="store_true", help="rewrite the blocks from the JSON")
+    options = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    differing = process(write=options.write)
+    problems = stored_summaries_mismatches()
+    for line in problems + ([] if options.write else [f"{line}: differs from its JSON" for line in differing]):
+        print(line, file=sys.stderr)
+    if options.write:
+        print(f"rewrote {len(differing)} block(s)", file=sys.stderr)
+    return 1 if problems or (differing and not options.write) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""Every generated table and numeric sentence in docs/benchmarks.md and the README follows from the committed JSON."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+@pytest.fixture(scope="module")
+def tables():
+    spec = importlib.util.spec_from_file_location("docs_tables", DOCS / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_blocks_match_the_committed_json(tables):
+    assert tables.process(write=False) == []
+
+
+def test_stored_summaries_match_their_raw_records(tables):
+    assert tables.stored_summaries_mismatches() == []
+
+
+def test_every_result_json_is_used_by_a_generated_block(tables):
+    text = "".join(file.read_text(encoding="utf-8") for file in tables.FILES)
+    specs = " ".join(match["spec"] for match in tables.BLOCK.finditer(text))
+    for path in DOCS.glob("results/**/*.json"):
+        relative = path.relative_to(DOCS).as_posix()
+        assert relative in specs or path.parent.relative_to(DOCS).as_posix() in specs, relative
+
+
+def test_the_check_catches_an_edited_number(tables, tmp_path, monkeypatch):
+    """Change one outcome in a copy of a committed accuracy JSON: the regenerated table must differ."""
+    source = next(p for p in sorted(DOCS.glob("results/*.json")) if json.loads(p.read_text())["kind"] == "accuracy")
+    report = json.loads(source.read_text())
+    before = tables.accuracy_table(source.relative_to(DOCS).as_posix())
+    changed = next(o for o in report["outcomes"] if o["method"] != "full")
+    changed["correct"] = not changed["correct"]
+    copy = tmp_path / "copy.json"
+    copy.write_text(json.dumps(report))
+    monkeypatch.setattr(tables, "DOCS", tmp_path)
+    assert tables.accuracy_table("copy.json") != before
