@@ -196,3 +196,38 @@ def test_niah_rejects_lengths_beyond_the_context_and_bad_depths(short_context_mo
     assert result.exit_code == 1 and "the model's context (512 tokens)" in result.stderr
     result = CliRunner().invoke(app, ["bench", "niah", "--depths", "0,150"])
     assert result.exit_code == 1 and "within 0-100" in result.stderr
+
+
+def test_niah_prefills_each_cell_once_on_the_one_run_path(tiny_model_path):
+    """Each (length, depth) cell is one DocumentSession: one forward from position 0 over the document's prefix, then
+    every method prefills only the question on a fork of it (H2O's fork needs the attention sums: the session kept
+    them), and every answer is the one a one-question ``ask`` gives with the same settings."""
+    from snapkv_cli import pipeline
+    from snapkv_cli.bench.niah import NIAH_TEMPLATE, NiahPlan, run_niah
+    from snapkv_cli.documents import Document, Page
+    from snapkv_cli.generation import GenerationOptions
+    from snapkv_cli.models.loader import load_model
+    from snapkv_cli.prompting import build_prompt
+    from tests.helpers import recorded_forwards
+
+    loaded = load_model(tiny_model_path, device="cpu")
+    haystack = Haystack(essays=tuple(_essays()), source="test")
+    plan = NiahPlan(methods=("full", "snapkv", "h2o"), budgets=(64,), lengths=(500,), depths=(0.0, 50.0),
+                    max_new_tokens=4)
+    with recorded_forwards(loaded.model) as forwards:
+        outcomes = run_niah(loaded, plan, haystack)
+    assert len(outcomes) == 2 * 3
+    text = haystack_text(loaded.tokenizer, haystack, 500)
+    documents = [Document(f"niah-500-{depth:g}", "text", (Page(1, needle_context(loaded.tokenizer, text, 500,
+                                                                                   depth).text),))
+                 for depth in plan.depths]
+    prompts = [build_prompt(loaded.tokenizer, document, NIAH_QUESTION, NIAH_TEMPLATE) for document in documents]
+    assert [tokens for start, tokens in forwards if start == 0] == [p.prefix_length for p in prompts]
+    question_forwards = [tokens for start, tokens in forwards if start in {p.prefix_length for p in prompts}]
+    assert question_forwards == [p.length - p.prefix_length for p in prompts for _ in range(3)]
+    for outcome in outcomes:
+        document = documents[plan.depths.index(outcome.depth)]
+        alone = pipeline.ask(loaded, document, NIAH_QUESTION, plan.settings(outcome.method, outcome.budget),
+                             NIAH_TEMPLATE, generation=GenerationOptions(max_new_tokens=4))
+        assert outcome.answer == alone.result.answer and outcome.prompt_tokens == alone.prompt.length
+        assert outcome.prefix_s > 0 and outcome.seconds > 0

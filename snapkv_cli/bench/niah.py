@@ -1,7 +1,9 @@
 """``snapkv bench niah``: the public Needle In A Haystack, context lengths x depths x methods x budgets.
 
-Each (length, depth) cell's document prefix is prefilled once and forked for every method and budget, as
-``bench accuracy`` does. Answers are scored without an LLM judge (the package's judge is GPT-4 rating 1-10):
+Each (length, depth) cell is one :class:`~snapkv_cli.pipeline.DocumentSession`, as in ``bench accuracy``: its
+document prefix is prefilled once and every method and budget asks the question on a fork of it
+(``session.ask(question, settings=...)``). Answers are scored without an LLM judge (the package's judge is GPT-4
+rating 1-10):
 
 - **exact**: the answer contains both "sandwich" and "dolores park" (case-insensitive), the two facts of the needle
   that the question does not give away;
@@ -17,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ..documents import Document, Page
-from ..generation import GenerationOptions, build_prefix, generate_answer
-from ..models.catalog import default_prefill_chunk
+from ..generation import GenerationOptions
 from ..models.loader import LoadedModel
-from ..prompting import Template, build_prompt
+from ..pipeline import DocumentSession
+from ..prompting import Template
 from .grid import MethodGrid
 from .needle import NEEDLE, RETRIEVAL_QUESTION, Haystack, haystack_text, needle_context
 
@@ -81,34 +83,30 @@ class NiahOutcome:
 def run_niah(loaded: LoadedModel, plan: NiahPlan, haystack: Haystack, *, prefill_chunk: int | None = None,
              on_outcome: Callable[[NiahOutcome], None] | None = None) -> list[NiahOutcome]:
     """Every cell of ``plan``; ``prefill_chunk`` (None: the model's own default) bounds the prefill's memory."""
-    model, tokenizer = loaded.model, loaded.tokenizer
-    if prefill_chunk is None:
-        prefill_chunk = default_prefill_chunk(loaded.name, model.config)
+    tokenizer = loaded.tokenizer
     generation = GenerationOptions(max_new_tokens=plan.max_new_tokens, prefill_chunk=prefill_chunk)
+    attention_sums = plan.needs_attention_sums()
     text = haystack_text(tokenizer, haystack, max(plan.lengths))
     outcomes: list[NiahOutcome] = []
     for length in plan.lengths:
         for depth in plan.depths:
             context = needle_context(tokenizer, text, length, depth)
             document = Document(source=f"niah-{length}-{depth:g}", kind="text", pages=(Page(1, context.text),))
-            prompt = build_prompt(tokenizer, document, NIAH_QUESTION, NIAH_TEMPLATE)
+            session = DocumentSession(loaded, document, plan.settings("full", None), NIAH_TEMPLATE,
+                                      generation=generation, attention_sums=attention_sums)
             needle_at = round(context.needle_start / max(1, len(context.token_ids) - context.needle_tokens), 4)
-            started = time.perf_counter()
-            prefix = build_prefix(model, prompt.input_ids[: prompt.prefix_length], plan.window_size,
-                                  accumulate_attention=plan.needs_attention_sums(), chunk_size=prefill_chunk)
-            prefix_s = time.perf_counter() - started
             for method, budget in plan.cells():
                 started = time.perf_counter()
-                result = generate_answer(model, tokenizer, prompt.input_ids, plan.settings(method, budget),
-                                         generation, prefix=prefix)
-                exact, partial = score_answer(result.answer)
-                outcome = NiahOutcome(length, depth, prompt.length, needle_at, method, budget, exact,
-                                      round(partial, 4), result.answer, round(prefix_s, 3),
-                                      round(time.perf_counter() - started, 3))
+                answer = session.ask(NIAH_QUESTION, settings=plan.settings(method, budget))
+                seconds = time.perf_counter() - started - answer.report.prefix.seconds  # the prefix: prefix_s
+                exact, partial = score_answer(answer.result.answer)
+                outcome = NiahOutcome(length, depth, answer.prompt.length, needle_at, method, budget, exact,
+                                      round(partial, 4), answer.result.answer, round(session.prefix.seconds, 3),
+                                      round(seconds, 3))
                 outcomes.append(outcome)
                 if on_outcome is not None:
                     on_outcome(outcome)
-            del prefix
+            del session  # its prefix (the document's full KV) goes before the next cell's
     return outcomes
 
 
