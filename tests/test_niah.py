@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import zipfile
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -24,6 +25,7 @@ from snapkv_cli.cli import app
 from snapkv_cli.errors import HaystackUnavailable
 from tests.tiny_models import tiny_tokenizer
 
+ROOT = Path(__file__).resolve().parent.parent
 PERIOD = 0
 
 
@@ -185,6 +187,30 @@ def test_niah_benchmark_smoke_run(tiny_model_path, tmp_path):
     assert "| method | budget | 500 tok | 700 tok | exact | partial |" in markdown.read_text()
     assert png.read_bytes().startswith(b"\x89PNG")
     assert "Needle In A Haystack" in result.stderr
+    assert report["schema_version"] == 2 and report["provenance"]["model"]["source"] == tiny_model_path
+    _check_docs_table(report, markdown.read_text(), tmp_path)
+
+
+def _check_docs_table(report: dict, markdown: str, folder):
+    """docs/tables.py renders the command's own table from its JSON, checks the stored cells, and an edited outcome
+    changes both the table and the check."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "docs" / "tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    (folder / "results" / "niah").mkdir(parents=True)
+    stored = folder / "results" / "niah" / "niah.json"
+    stored.write_text(json.dumps(report))
+    tables.DOCS = tables.ROOT = folder  # a fresh copy of the module: the real docs are not touched
+    rendered = tables.niah_table("results/niah/niah.json")
+    assert rendered.endswith(markdown) and "](results/niah/niah_headline.png)" in rendered
+    assert tables.stored_summaries_mismatches() == []
+    changed = next(o for o in report["outcomes"] if o["method"] == "snapkv")
+    changed["exact"] = not changed["exact"]
+    stored.write_text(json.dumps(report))
+    assert tables.niah_table("results/niah/niah.json") != rendered
+    assert tables.stored_summaries_mismatches() == ["results/niah/niah.json: stored cells differ from the outcomes"]
 
 
 def test_niah_rejects_lengths_beyond_the_context_and_bad_depths(short_context_model_path, tmp_path):

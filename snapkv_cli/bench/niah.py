@@ -142,15 +142,28 @@ def summarize_niah(outcomes: list[NiahOutcome], *, pooled: bool = False) -> list
     return list(cells.values())
 
 
-def to_json(plan: NiahPlan, outcomes: list[NiahOutcome], provenance: dict, haystack: Haystack) -> dict:
-    def row(cell: NiahCell) -> dict:
-        return {"method": cell.method, "budget": cell.budget, "length": cell.length or None, "total": cell.total,
-                "exact": round(cell.exact_rate, 4), "partial": round(cell.partial, 4)}
+def best_other(outcomes: list[NiahOutcome], shown: tuple[str, ...] = ("full", "snapkv")) -> NiahCell | None:
+    """The method and budget, among those not in ``shown``, with the most exact answers over the grid (then the
+    highest partial score, then the smaller budget); None when every method is shown."""
+    others = [cell for cell in summarize_niah(outcomes, pooled=True) if cell.method not in shown]
+    return max(others, key=lambda cell: (cell.exact, cell.partial_sum, -(cell.budget or 0)), default=None)
 
-    return {"schema_version": 1, "kind": "niah", "plan": asdict(plan), "provenance": provenance,
+
+def summary_rows(outcomes: list[NiahOutcome], *, pooled: bool = False) -> list[dict]:
+    """The JSON's ``cells`` (per length) or ``overall`` (``pooled``) rows, recomputed from the outcomes."""
+    return [{"method": cell.method, "budget": cell.budget, "length": cell.length or None, "total": cell.total,
+             "exact": round(cell.exact_rate, 4), "partial": round(cell.partial, 4)}
+            for cell in summarize_niah(outcomes, pooled=pooled)]
+
+
+def outcomes_from_json(report: dict) -> list[NiahOutcome]:
+    return [NiahOutcome(**row) for row in report["outcomes"]]
+
+
+def to_json(plan: NiahPlan, outcomes: list[NiahOutcome], provenance: dict, haystack: Haystack) -> dict:
+    return {"schema_version": 2, "kind": "niah", "plan": asdict(plan), "provenance": provenance,
             "haystack": {"source": haystack.source, "essays": len(haystack.essays), "needle": NEEDLE,
                          "question": NIAH_QUESTION, "required_phrases": list(REQUIRED_PHRASES),
                          "partial_words": list(PARTIAL_WORDS)},
-            "cells": [row(c) for c in summarize_niah(outcomes)],
-            "overall": [row(c) for c in summarize_niah(outcomes, pooled=True)],
+            "cells": summary_rows(outcomes), "overall": summary_rows(outcomes, pooled=True),
             "outcomes": [asdict(o) for o in outcomes]}
