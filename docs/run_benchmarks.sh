@@ -3,7 +3,7 @@
 # Then `python docs/tables.py --write` regenerates every table and numeric sentence of the docs from that JSON.
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
-#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked multi
+#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked multi niah
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 export PATH="${SNAPKV_VENV:-$PWD/.venv}/bin:$PATH"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 out=docs/results
-mkdir -p "$out/defaults"
+mkdir -p "$out/defaults" "$out/niah"
 
 lock=/tmp/snapkv-heavy.lock
 holding=  # set while a group of runs holds the lock (one wait in the queue for the group, not one per run)
@@ -85,6 +85,13 @@ multi() {  # several questions about one document (docs/multi_question.md), one 
   mv docs/multi_question_bench.json.partial docs/multi_question_bench.json
 }
 
-for part in "${@:-headline methods defaults speed chunked multi}"; do
+niah() {  # the public Needle In A Haystack, 1k-8k x 0-100%, then its headline figure (several hours on 2 cores)
+  run "$out/niah/niah.json" bench niah --lengths 1024,2048,4096,6144,8192 --depths 0,25,50,75,100 \
+    --methods full,snapkv,pyramidkv,h2o,tova,streamingllm --budgets 256,1024 --max-new-tokens 32 \
+    --markdown "$out/niah/niah.md" --png "$out/niah/niah_all.png"
+  python docs/niah_figure.py "$out/niah/niah.json" "$out/niah/niah_headline.png"
+}
+
+for part in "${@:-headline methods defaults speed chunked multi niah}"; do
   for name in $part; do "$name"; done
 done

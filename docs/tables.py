@@ -346,6 +346,23 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
                    rows))
 
 
+def niah_table(path: str) -> str:
+    """The Needle In A Haystack headline figure (drawn from the same JSON by ``docs/niah_figure.py``) and the exact
+    answers per method, budget and length, recomputed from the outcomes."""
+    from snapkv_cli.bench.niah import best_other, outcomes_from_json
+    from snapkv_cli.bench.niah_render import niah_rows
+
+    outcomes = outcomes_from_json(_load(path))
+    folder = Path(path).parent.as_posix()
+    best = best_other(outcomes)
+    best_text = "" if best is None else (f"; the fourth panel is the best other method, {best.method} {best.budget} "
+                                         f"({best.exact}/{best.total} exact, partial {best.partial:.2f})")
+    lines = [f"![NIAH heatmaps]({folder}/niah_headline.png)", "",
+             f"Full cache, SnapKV 1024 and SnapKV 256{best_text}; every method's panel is in "
+             f"[niah_all.png]({folder}/niah_all.png). Exact answers over the depths of each length:", ""]
+    return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
+
+
 GENERATORS = {
     "multi-question-speed": multi_question_speed,
     "multi-question-facts": multi_question_facts,
@@ -364,6 +381,7 @@ GENERATORS = {
     "accuracy-headline": accuracy_headline,
     "seed-comparison": seed_comparison,
     "defaults-table": defaults_table,
+    "niah-table": niah_table,
 }
 
 
@@ -420,6 +438,13 @@ def stored_summaries_mismatches() -> list[str]:
             outcomes = outcomes_from_json(report)
             if report["cells"] != summary_rows(outcomes) or report["by_length"] != summary_rows(outcomes,
                                                                                                   pool_tasks=True):
+                problems.append(f"{path.relative_to(ROOT)}: stored cells differ from the outcomes")
+        elif report["kind"] == "niah":
+            from snapkv_cli.bench.niah import outcomes_from_json as niah_outcomes
+            from snapkv_cli.bench.niah import summary_rows as niah_rows
+
+            outcomes = niah_outcomes(report)
+            if report["cells"] != niah_rows(outcomes) or report["overall"] != niah_rows(outcomes, pooled=True):
                 problems.append(f"{path.relative_to(ROOT)}: stored cells differ from the outcomes")
         elif report["kind"] == "speed" and (report["summary"] != summarize(report["samples"])
                                             or report["comparisons"] != compare(report["samples"])):

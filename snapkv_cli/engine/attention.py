@@ -23,13 +23,17 @@ def attention_probabilities(
     batch, num_query_heads, num_queries, head_dim = queries.shape
     num_kv_heads, num_keys = keys.shape[1], keys.shape[2]
     group = num_query_heads // num_kv_heads
-    grouped = queries.float().reshape(batch, num_kv_heads, group, num_queries, head_dim)
-    logits = torch.matmul(grouped, keys.float().unsqueeze(2).transpose(-1, -2)) * scaling
+    # one plain batched product per KV head (group x queries rows), not a broadcast over the group
+    grouped = queries.float().reshape(batch, num_kv_heads, group * num_queries, head_dim)
+    logits = torch.matmul(grouped, keys.float().transpose(-1, -2)).mul_(scaling)
+    logits = logits.view(batch, num_kv_heads, group, num_queries, num_keys)
     if softcap is not None:
         logits = torch.tanh(logits / softcap) * softcap
-    key_positions = torch.arange(num_keys, device=keys.device)
-    future = key_positions[None, :] > query_positions.to(keys.device)[:, None]
-    logits = logits.masked_fill(future, float("-inf"))
+    first_future = int(query_positions.min()) + 1  # keys before it are visible to every query: mask only the rest
+    if first_future < num_keys:
+        key_positions = torch.arange(first_future, num_keys, device=keys.device)
+        future = key_positions[None, :] > query_positions.to(keys.device)[:, None]
+        logits[..., first_future:].masked_fill_(future, float("-inf"))
     return torch.softmax(logits, dim=-1)
 
 

@@ -1,0 +1,212 @@
+"""snapkv-cli against NVIDIA kvpress's SnapKVPress, side by side in one run, on the same prompts (token ids).
+
+    flock /tmp/snapkv-heavy.lock .venv/bin/python docs/peers/peers_bench.py \
+        --json docs/results/peers/peers.json --markdown docs/results/peers/peers.md
+
+The prompts are Needle In A Haystack cells (``snapkv bench niah``'s documents and prompt) and ``snapkv bench
+accuracy`` samples (its tasks, seed 0, the qa template), built once here with the model's tokenizer. For each
+prompt this process runs snapkv-cli (a fresh prefill per configuration, as ``snapkv ask`` does, so its seconds
+compare with kvpress's), then hands the same token ids to ``docs/peers/kvpress_runner.py`` running in kvpress's
+own virtual environment (``docs/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
+decoded with the same tokenizer and scored by the same scorers (the NIAH exact/partial score; the task's answers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+OURS = (  # label, settings overrides (the CLI's defaults otherwise)
+    ("snapkv-cli", {}),
+    ("snapkv-cli avgpool", {"pooling": "avgpool"}),  # kvpress-ours' settings: window 32, kernel 15, average pooling
+)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
+def build_prompts(tokenizer, args) -> list[dict]:
+    from snapkv_cli.bench.needle import haystack_text, load_haystack, needle_context
+    from snapkv_cli.bench.niah import NIAH_QUESTION, NIAH_TEMPLATE
+    from snapkv_cli.bench.tasks import make_tasks
+    from snapkv_cli.documents import Document, Page
+    from snapkv_cli.prompting import build_prompt, load_template
+
+    prompts = []
+    niah_lengths = _ints(args.niah_lengths)
+    if niah_lengths:
+        text = haystack_text(tokenizer, load_haystack(), max(niah_lengths))
+        for length in niah_lengths:
+            for depth in _ints(args.niah_depths):
+                context = needle_context(tokenizer, text, length, depth)
+                prompt = build_prompt(tokenizer, Document(f"niah-{length}-{depth}", "text", (Page(1, context.text),)),
+                                      NIAH_QUESTION, NIAH_TEMPLATE)
+                prompts.append({"id": f"niah-{length}-{depth}", "kind": "niah", "length": length, "depth": depth,
+                                "input_ids": prompt.input_ids, "prefix_length": prompt.prefix_length,
+                                "max_new_tokens": args.niah_new_tokens})
+    template = load_template()
+    for length in _ints(args.accuracy_lengths):
+        for task_kind in args.accuracy_tasks.split(","):
+            for sample, task in enumerate(make_tasks(tokenizer, task_kind, length, args.accuracy_samples, seed=0)):
+                document = Document(f"{task_kind}-{length}-{sample}", "text", (Page(1, task.document),))
+                prompt = build_prompt(tokenizer, document, task.question, template)
+                prompts.append({"id": f"{task_kind}-{length}-{sample}", "kind": "accuracy", "task": task_kind,
+                                "length": length, "sample": sample, "answers": list(task.answers),
+                                "input_ids": prompt.input_ids, "prefix_length": prompt.prefix_length,
+                                "max_new_tokens": args.accuracy_new_tokens})
+    return prompts
+
+
+def score(prompt: dict, answer: str) -> dict:
+    """The same scorers as ``snapkv bench niah`` and ``snapkv bench accuracy``."""
+    if prompt["kind"] == "niah":
+        from snapkv_cli.bench.niah import score_answer
+
+        exact, partial = score_answer(answer)
+        return {"correct": exact, "partial": round(partial, 4)}
+    return {"correct": all(expected in answer for expected in prompt["answers"]), "partial": None}
+
+
+def start_kvpress(args, model_dir: str) -> subprocess.Popen:
+    python = Path(args.kvpress_venv) / "bin" / "python"
+    if not python.exists():
+        sys.exit(f"no kvpress environment at {args.kvpress_venv}: run bash docs/peers/kvpress_venv.sh first")
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.Popen([str(python), str(HERE / "kvpress_runner.py"), model_dir], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budgets", default="256,1024")
+    parser.add_argument("--niah-lengths", default="2048,4096")
+    parser.add_argument("--niah-depths", default="0,25,50,75,100")
+    parser.add_argument("--niah-new-tokens", type=int, default=48)
+    parser.add_argument("--accuracy-lengths", default="2048")
+    parser.add_argument("--accuracy-tasks", default="single_needle,multi_key,multi_value,variable_tracking,"
+                                                    "question_first")
+    parser.add_argument("--accuracy-samples", type=int, default=2)
+    parser.add_argument("--accuracy-new-tokens", type=int, default=24)
+    parser.add_argument("--kvpress-venv", default=str(ROOT / ".venv-kvpress"))
+    parser.add_argument("--model", default=None, help="snapkv-cli's model argument [the default model]")
+    parser.add_argument("--json", dest="json_path", type=Path, required=True)
+    parser.add_argument("--markdown", type=Path)
+    args = parser.parse_args()
+
+    from snapkv_cli.allocator import return_freed_memory_to_os
+
+    return_freed_memory_to_os()  # as the snapkv command does
+    import torch
+
+    from snapkv_cli.bench.provenance import provenance, run_start
+    from snapkv_cli.defaults import CLI_DEFAULTS
+    from snapkv_cli.engine import CompressionSettings
+    from snapkv_cli.generation import GenerationOptions, generate_answer, stop_token_ids
+    from snapkv_cli.models.loader import load_model
+
+    start = run_start()
+    loaded = load_model(args.model, device="cpu", dtype="auto")
+    model, tokenizer = loaded.model, loaded.tokenizer
+    budgets = _ints(args.budgets)
+    stops = sorted(stop_token_ids(model, tokenizer))
+    prompts = build_prompts(tokenizer, args)
+    kvpress = start_kvpress(args, loaded.source)
+    rows, versions = [], None
+
+    def record(prompt, label, budget, generated_ids, seconds, kept, press=None):
+        answer = tokenizer.decode(generated_ids, skip_special_tokens=True).strip()
+        rows.append({"prompt": prompt["id"], "kind": prompt["kind"], "task": prompt.get("task", "niah"),
+                     "length": prompt["length"], "depth": prompt.get("depth"),
+                     "prompt_tokens": len(prompt["input_ids"]), "label": label, "budget": budget, "answer": answer,
+                     **score(prompt, answer), "seconds": seconds, "kept_tokens": kept, "press": press})
+
+    for index, prompt in enumerate(prompts):
+        ids = prompt["input_ids"]
+        configurations = [("snapkv-cli", None, CompressionSettings(method="full", window_size=32,
+                                                                    max_capacity_prompt=33))]
+        for budget in budgets:
+            for label, overrides in OURS:
+                settings = {"method": "snapkv", "window_size": CLI_DEFAULTS["window_size"],
+                            "kernel_size": CLI_DEFAULTS["kernel_size"], "pooling": CLI_DEFAULTS["pooling"],
+                            "gqa_aggregation": "mean", "max_capacity_prompt": budget, **overrides}
+                configurations.append((label, budget, CompressionSettings(**settings)))
+        for label, budget, settings in configurations:
+            started = time.perf_counter()
+            result = generate_answer(model, tokenizer, ids, settings,
+                                     GenerationOptions(max_new_tokens=prompt["max_new_tokens"]))
+            seconds = round(time.perf_counter() - started, 3)
+            kept = result.cache.summary()["tokens_after"] if budget else len(ids)
+            record(prompt, label if budget else "snapkv-cli full", budget, result.generated_ids, seconds, kept)
+        request = {"id": prompt["id"], "input_ids": ids, "prefix_length": prompt["prefix_length"],
+                   "budgets": [b for b in budgets], "max_new_tokens": prompt["max_new_tokens"], "stop_ids": stops}
+        kvpress.stdin.write(json.dumps(request) + "\n")
+        kvpress.stdin.flush()
+        reply = kvpress.stdout.readline()
+        if not reply:
+            sys.exit(f"the kvpress runner stopped (exit code {kvpress.wait()})")
+        reply = json.loads(reply)
+        if reply["snapkv_cli_loaded"]:
+            sys.exit("the kvpress runner had snapkv_cli loaded: its rows would not be kvpress alone")
+        versions = reply["versions"]
+        for row in reply["rows"]:
+            kept = row["kept_max"] if row["kept_min"] == row["kept_max"] else [row["kept_min"], row["kept_max"]]
+            label = "transformers (kvpress venv)" if row["label"] == "transformers" else row["label"]
+            record(prompt, label, row["budget"], row["generated_ids"], row["seconds"], kept, row["press"])
+        print(f"[{index + 1}/{len(prompts)}] {prompt['id']}: " + ", ".join(
+            f"{r['label']} {r['budget'] or ''} {'ok' if r['correct'] else '-'}" for r in rows
+            if r["prompt"] == prompt["id"]), file=sys.stderr, flush=True)
+    kvpress.stdin.close()
+    kvpress.wait()
+
+    arguments = vars(args) | {"json_path": str(args.json_path),
+                              "markdown": str(args.markdown) if args.markdown else None}
+    report = {"schema_version": 1, "kind": "peers", "command": " ".join(sys.argv), "args": arguments,
+              "provenance": provenance(loaded, start),
+              "snapkv_cli": {"torch": torch.__version__, "transformers": _version("transformers")},
+              "kvpress_environment": versions, "rows": rows}
+    args.json_path.parent.mkdir(parents=True, exist_ok=True)
+    args.json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    table = markdown_summary(rows)
+    if args.markdown:
+        args.markdown.write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
+
+
+def markdown_summary(rows: list[dict]) -> str:
+    """One line per (label, budget): NIAH exact and partial, accuracy samples correct, mean seconds per cell."""
+    keys = list(dict.fromkeys((r["label"], r["budget"]) for r in rows))
+    lines = ["| system | budget | NIAH exact | NIAH partial | accuracy samples | s per NIAH cell | "
+             "s per accuracy cell |", "|---|---|---|---|---|---|---|"]
+    for label, budget in keys:
+        mine = [r for r in rows if (r["label"], r["budget"]) == (label, budget)]
+        niah = [r for r in mine if r["kind"] == "niah"]
+        accuracy = [r for r in mine if r["kind"] == "accuracy"]
+
+        def mean(values):
+            return sum(values) / len(values) if values else float("nan")
+
+        lines.append(f"| {label} | {budget or '-'} | {sum(r['correct'] for r in niah)}/{len(niah)} | "
+                     f"{mean([r['partial'] for r in niah]):.2f} | {sum(r['correct'] for r in accuracy)}/{len(accuracy)}"
+                     f" | {mean([r['seconds'] for r in niah]):.1f} | {mean([r['seconds'] for r in accuracy]):.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Methods x budgets and the compression settings shared by every cell of a benchmark grid."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine import CompressionSettings
+
+DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
+
+
+@dataclass
+class MethodGrid:
+    """The methods and budgets a benchmark runs, and the settings they share (the CLI's defaults)."""
+
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    budgets: tuple[int, ...] = (128, 256, 512, 1024, 2048)
+    window_size: int = 32
+    kernel_size: int = 15
+    pooling: str = "maxpool"
+    gqa_aggregation: str = "mean"
+    max_new_tokens: int = 24
+    seed: int = 0
+
+    def settings(self, method: str, budget: int | None) -> CompressionSettings:
+        return CompressionSettings(method=method, window_size=self.window_size,
+                                   max_capacity_prompt=budget or self.window_size + 1, kernel_size=self.kernel_size,
+                                   pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed)
+
+    def cells(self) -> list[tuple[str, int | None]]:
+        """(method, budget) pairs; the full cache has no budget."""
+        return [(m, None) for m in self.methods if m == "full"] + [
+            (m, b) for m in self.methods if m != "full" for b in self.budgets]
+
+    def needs_attention_sums(self) -> bool:
+        """Whether a shared prefix must keep attention sums (a method such as H2O reads them)."""
+        from ..engine.policies import POLICIES
+
+        return any(POLICIES[m].accumulates_attention for m in self.methods)
