@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -19,6 +21,24 @@ from .options import model_options
 
 bench_app = typer.Typer(help="Measure accuracy retention and speed on this machine.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
+
+
+@contextmanager
+def _progress(title: str, describe: Callable[[int, object], str]):
+    """A status line on stderr for a long run: yields the callback a bench calls after each answer or run, which
+    counts it and shows ``describe(done, item)``; on a log (stderr not a terminal) each line is also printed, so a
+    long run leaves a trace."""
+    done = 0
+    with console.stderr.status(title) as status:
+        def progress(item) -> None:
+            nonlocal done
+            done += 1
+            line = describe(done, item)
+            status.update(line)
+            if not console.stderr.is_terminal:
+                console.stderr.print(line, highlight=False)
+
+        yield progress
 
 
 def _ints(text: str, what: str) -> tuple[int, ...]:
@@ -124,18 +144,10 @@ def accuracy(
     _check_outputs(markdown, png)
     start = run_start()
     loaded = _load(options)
-    done = 0
     total = len(plan.lengths) * len(plan.tasks) * plan.samples * len(plan.cells())
-    with console.stderr.status("Benchmarking...") as status:
-        def progress(outcome) -> None:
-            nonlocal done
-            done += 1
-            line = (f"{done}/<={total}: {outcome.task} {outcome.prompt_tokens} tok, {outcome.method} "
-                    f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")
-            status.update(line)
-            if not console.stderr.is_terminal:  # a log: one line per answer
-                console.stderr.print(line, highlight=False)
-
+    with _progress("Benchmarking...", lambda done, outcome: (
+            f"{done}/<={total}: {outcome.task} {outcome.prompt_tokens} tok, {outcome.method} "
+            f"{outcome.budget or ''} -> {'ok' if outcome.correct else 'miss'}")) as progress:
         outcomes, skipped = run_accuracy(loaded, plan, load_template(), on_outcome=progress)
     report = to_json(plan, outcomes, skipped, provenance(loaded, start))
     header, rows = accuracy_rows(report)
@@ -178,18 +190,9 @@ def speed(
     start = run_start()
     loaded = _load(options)
     runs = len(plan.configurations()) * (plan.repeats + plan.warmup_rounds)
-    with console.stderr.status("Timing...") as status:
-        done = 0
-
-        def progress(sample) -> None:
-            nonlocal done
-            done += 1
-            line = (f"{done}/{runs}: round {sample.round}, {sample.length} tok {sample.method} "
-                    f"{sample.budget or ''}: prefill {sample.prefill_s:.2f}s, {sample.decode_tokens_per_s} tok/s")
-            status.update(line)
-            if not console.stderr.is_terminal:  # a log: one line per run
-                console.stderr.print(line, highlight=False)
-
+    with _progress("Timing...", lambda done, sample: (
+            f"{done}/{runs}: round {sample.round}, {sample.length} tok {sample.method} "
+            f"{sample.budget or ''}: prefill {sample.prefill_s:.2f}s, {sample.decode_tokens_per_s} tok/s")) as progress:
         samples = run_speed(loaded, plan, on_sample=progress)
     report = to_json(plan, samples, provenance(loaded, start))
     threads = report["provenance"]["machine"]["torch_threads"]
@@ -269,14 +272,10 @@ def niah(
         essays = load_haystack(haystack, progress=lambda message: status.update(str(message)))
     loaded = _load(options)
     plan.lengths = _niah_lengths(lengths, context_length(loaded))
-    done, total = 0, len(plan.lengths) * len(plan.depths) * len(plan.cells())
-    with console.stderr.status("Searching for needles...") as status:
-        def progress(outcome) -> None:
-            nonlocal done
-            done += 1
-            status.update(f"{done}/{total}: {outcome.length} tok, depth {outcome.depth:g}%, {outcome.method} "
-                          f"{outcome.budget or ''} -> {'found' if outcome.exact else f'{outcome.partial:.2f}'}")
-
+    total = len(plan.lengths) * len(plan.depths) * len(plan.cells())
+    with _progress("Searching for needles...", lambda done, outcome: (
+            f"{done}/{total}: {outcome.length} tok, depth {outcome.depth:g}%, {outcome.method} "
+            f"{outcome.budget or ''} -> {'found' if outcome.exact else f'{outcome.partial:.2f}'}")) as progress:
         outcomes = run_niah(loaded, plan, essays, prefill_chunk=options.generation.prefill_chunk,
                             on_outcome=progress)
     header, rows = niah_rows(outcomes)
