@@ -14,48 +14,31 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from ..documents import Document, Page
-from ..engine import POLICIES, CompressionSettings
 from ..errors import PromptTooLong
 from ..generation import GenerationOptions
 from ..models.loader import LoadedModel
 from ..pipeline import DocumentSession, context_length
 from ..prompting import Template
+from .grid import MethodGrid
 from .retention import Paired, Tally
 from .tasks import NEW_TOKENS, TASKS, make_tasks
 
-DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
-DEFAULT_BUDGETS = (128, 256, 512, 1024, 2048)
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192)
 
 
 @dataclass
-class AccuracyPlan:
-    methods: tuple[str, ...] = DEFAULT_METHODS
-    budgets: tuple[int, ...] = DEFAULT_BUDGETS
+class AccuracyPlan(MethodGrid):
+    """The grid of methods x budgets (:class:`MethodGrid`) over tasks, lengths and samples."""
+
+    max_new_tokens: int | None = None  # None: each task's own (tasks.NEW_TOKENS)
     lengths: tuple[int, ...] = DEFAULT_LENGTHS
     tasks: tuple[str, ...] = tuple(TASKS)
     samples: int = 5
-    window_size: int = 32
-    kernel_size: int = 15
-    pooling: str = "maxpool"
-    gqa_aggregation: str = "mean"
-    max_new_tokens: int | None = None  # None: each task's own (tasks.NEW_TOKENS)
     split: str = "test"
-    seed: int = 0
     prefill_chunk: int | None = None  # prefill in chunks of this many tokens (memory only: the selection is exact)
 
     def new_tokens(self, kind: str) -> int:
         return self.max_new_tokens or NEW_TOKENS[kind]
-
-    def settings(self, method: str, budget: int | None) -> CompressionSettings:
-        return CompressionSettings(method=method, window_size=self.window_size,
-                                   max_capacity_prompt=budget or self.window_size + 1, kernel_size=self.kernel_size,
-                                   pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed)
-
-    def cells(self) -> list[tuple[str, int | None]]:
-        """(method, budget) pairs; the full cache has no budget."""
-        return [(m, None) for m in self.methods if m == "full"] + [
-            (m, b) for m in self.methods if m != "full" for b in self.budgets]
 
 
 @dataclass
@@ -92,7 +75,7 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                  on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], list[Skipped]]:
     tokenizer = loaded.tokenizer
     context = context_length(loaded)
-    attention_sums = any(POLICIES[method].accumulates_attention for method in plan.methods)
+    attention_sums = plan.needs_attention_sums()
     outcomes: list[Outcome] = []
     skipped: list[Skipped] = []
     for length in plan.lengths:
