@@ -112,7 +112,6 @@ def accuracy(
     kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
     pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
     gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
-    # -- issue 16: options added together (answer room, tuning vs reporting samples) --
     max_new_tokens: Optional[int] = typer.Option(
         None, "--max-new-tokens", min=1,
         help="Tokens each answer may take [default: per task, 64 for one code, 96 for lists and chains]."),
@@ -170,7 +169,6 @@ def speed(
     lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
     budgets: str = typer.Option("256,1024,2048", help="Comma-separated SnapKV budgets."),
     new_tokens: int = typer.Option(64, min=2, help="Tokens decoded per configuration."),
-    # -- issue 16: options added together (repeats) --
     repeats: int = typer.Option(5, min=1, help="Measured rounds of every configuration (interleaved)."),
     warmup: int = typer.Option(1, min=0, help="Warm-up rounds of every configuration, not counted."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
