@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from typer.testing import CliRunner
@@ -44,7 +45,7 @@ def test_answers_from_the_example_text_with_json_report():
 
 @pytest.mark.parametrize("seed, depth", [(0, 0.1), (3, 0.6), (5, 0.9)])
 def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed, depth):
-    from snapkv_cli.bench.tasks import single_needle
+    from snapkv_cli.bench.tasks import PromptShape, single_needle, task_seed
     from snapkv_cli.defaults import CLI_DEFAULTS
     from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
@@ -52,7 +53,9 @@ def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed
     from snapkv_cli.pipeline import ask
     from snapkv_cli.prompting import load_template
 
-    task = single_needle(default_model.tokenizer, 2300, depth, seed)
+    seed_text = task_seed("test", "single_needle", 2300, seed)
+    shape = PromptShape(default_model.tokenizer, load_template(), 2300)
+    task = single_needle(shape, depth, random.Random(seed_text), seed_text, "test")
     document = Document(source="needle", kind="text", pages=(Page(1, task.document),))
     for method in ("full", "snapkv"):
         settings = CompressionSettings(method=method, **CLI_DEFAULTS)
@@ -66,14 +69,16 @@ def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed
 
 def test_needle_is_lost_when_the_cache_drops_it(default_model):
     """The control: StreamingLLM keeps only the start and the end, so a needle at 10% depth is gone."""
-    from snapkv_cli.bench.tasks import single_needle
+    from snapkv_cli.bench.tasks import PromptShape, single_needle, task_seed
     from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.pipeline import ask
     from snapkv_cli.prompting import load_template
 
-    task = single_needle(default_model.tokenizer, 2300, 0.1, 0)
+    seed_text = task_seed("test", "single_needle", 2300, 0)
+    shape = PromptShape(default_model.tokenizer, load_template(), 2300)
+    task = single_needle(shape, 0.1, random.Random(seed_text), seed_text, "test")
     document = Document(source="needle", kind="text", pages=(Page(1, task.document),))
     settings = CompressionSettings(method="streamingllm", window_size=32, max_capacity_prompt=1024)
     answer = ask(default_model, document, task.question, settings, load_template(),
