@@ -139,6 +139,7 @@ def generate_answer(
     decode_steps = 0
     stopped_by = "max_new_tokens"
     answer = ""
+    watching = on_text is not None or rule is not None
     with torch.inference_mode():
         synchronize(device)
         started = time.perf_counter()
@@ -153,17 +154,18 @@ def generate_answer(
                 stopped_by = "eos"
                 break
             generated.append(token_id)
-            text = tokenizer.decode(generated, skip_special_tokens=True)
-            cut = rule.cut(text) if rule is not None else None
-            if cut is not None:
-                answer, stopped_by = text[:cut[0]], cut[1]
-                break
-            answer = text
-            if on_text is not None and not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
-                shown = rule.safe_length(text) if rule is not None else len(text)
-                if shown > len(emitted):
-                    on_text(text[len(emitted):shown])
-                    emitted = text[:shown]
+            if watching:  # the text so far is needed at every step only to stream it or to find a stop string
+                text = tokenizer.decode(generated, skip_special_tokens=True)
+                cut = rule.cut(text) if rule is not None else None
+                if cut is not None:
+                    answer, stopped_by = text[:cut[0]], cut[1]
+                    break
+                answer = text
+                if on_text is not None and not text.endswith("\ufffd"):  # wait for the rest of a multi-byte char
+                    shown = rule.safe_length(text) if rule is not None else len(text)
+                    if shown > len(emitted):
+                        on_text(text[len(emitted):shown])
+                        emitted = text[:shown]
             if step + 1 == options.max_new_tokens:
                 break
             position = torch.tensor([prompt_length + step], device=device)
@@ -172,6 +174,8 @@ def generate_answer(
                            use_cache=True).logits[:, -1]
         synchronize(device)
         decode_s = time.perf_counter() - started
+    if not watching:
+        answer = tokenizer.decode(generated, skip_special_tokens=True)
     if on_text is not None and len(answer) > len(emitted):
         on_text(answer[len(emitted):])
     return GenerationResult(answer=answer.strip(), generated_ids=generated, prompt_tokens=prompt_length, cache=cache,
