@@ -66,6 +66,10 @@ def scratch_copy(work: Path) -> None:
             target = work / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+    if not (work / ".git").exists():  # the bench records the code's commit: the copy is a checkout of its own
+        identity = ["-c", "user.name=mutation", "-c", "user.email=mutation@localhost"]
+        for command in (["init", "-q"], ["add", "-A"], [*identity, "commit", "-q", "-m", "scratch copy"]):
+            subprocess.run(["git", *command], cwd=work, check=True, capture_output=True)
 
 
 def setup_cfg(mutated: list[str], tests: list[str]) -> str:
