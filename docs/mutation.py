@@ -36,7 +36,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                ["tests/test_engine.py", "tests/test_scores_reference.py", "tests/test_generation.py"]),
     "generation": (["snapkv_cli/generation.py"], ["tests/test_generation.py", "tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"], ["tests/test_multi_question.py", "tests/test_doc_cache.py"]),
-    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py"]),
+    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_tasks.py"]),
 }
 # mutmut's exit-code meanings, as its results command names them
 STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout", 24: "timeout", 0: "survived",
