@@ -179,14 +179,15 @@ def synthetic_pool(monkeypatch, count: int = 30) -> None:
     monkeypatch.setattr(haystack, "split_paragraphs", lambda split: pool)
 
 
-# For seed 0, sample 0 of each task at 1200 byte-tokens: the codes, the answers, and the numbers of the first five
-# paragraphs drawn. Reports (and merged reports) name their samples by seed only: a change here changes every sample.
+# For seed 0, sample 0 of each task at 1200 byte-tokens: the codes, the answers, the distractors, and the numbers of
+# the first five paragraphs drawn. Reports (and merged reports) name their samples by seed only: a change here
+# changes every sample.
 PINNED = {
-    "single_needle": (("18605",), ("18605",), [26, 13, 25, 10, 28]),
-    "multi_key": (("31671", "40689", "24429", "59525"), ("31671",), [29, 26, 6, 2, 14]),
-    "multi_value": (("36229", "55221", "54867"), ("36229", "55221", "54867"), [20, 17, 25, 27, 14]),
-    "variable_tracking": (("61119", "90305"), ("DELTA", "CEDAR", "IONIC"), [3, 10, 2, 19, 1]),
-    "question_first": (("19102",), ("19102",), [11, 21, 8, 5, 27]),
+    "single_needle": (("18605",), ("18605",), (), [26, 13, 25, 10, 28]),
+    "multi_key": (("31671", "40689", "24429", "59525"), ("31671",), ("40689", "24429", "59525"), [29, 26, 6, 2, 14]),
+    "multi_value": (("36229", "55221", "54867"), ("36229", "55221", "54867"), (), [20, 17, 25, 27, 14]),
+    "variable_tracking": (("61119", "90305"), ("DELTA", "CEDAR", "IONIC"), ("BRAVO",), [3, 10, 2, 19, 1]),
+    "question_first": (("19102",), ("19102",), (), [11, 21, 8, 5, 27]),
 }
 
 
@@ -195,7 +196,7 @@ def test_a_seed_names_the_same_sample_in_every_version(monkeypatch, byte_tokeniz
     synthetic_pool(monkeypatch)
     (task,) = make_tasks(byte_tokenizer, kind, 1200, 1, template)
     drawn = [int(p.split()[1]) for p in task.document.split("\n\n") if p.startswith("Paragraph ")][:5]
-    assert (task.codes, task.answers, drawn) == PINNED[kind]
+    assert (task.codes, task.answers, task.distractors, drawn) == PINNED[kind]
 
 
 # -- codes and needle placement ------------------------------------------------------------------------------------
@@ -234,7 +235,7 @@ def test_needles_sit_at_their_depths_in_order(paragraphs, depths):
     paragraphs keep their order, and the sentences come in order of depth, equal depths in the order given (a
     variable chain must read in order)."""
     prose = [f"p{i}" for i in range(paragraphs)]
-    sentences = [f"s{i}" for i in range(len(depths))]
+    sentences = [f"s{9 - i}" for i in range(len(depths))]  # their text sorts against their order
     placed = tasks_module._insert(prose, sentences, depths)
     assert [p for p in placed if p.startswith("p")] == prose
     order = sorted(range(len(depths)), key=lambda i: (depths[i], i))
