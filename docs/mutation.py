@@ -36,7 +36,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                ["tests/test_engine.py", "tests/test_scores_reference.py", "tests/test_generation.py"]),
     "generation": (["snapkv_cli/generation.py"], ["tests/test_generation.py", "tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"], ["tests/test_multi_question.py", "tests/test_doc_cache.py"]),
-    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py"]),
+    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_tasks.py"]),
 }
 # mutmut's exit-code meanings, as its results command names them
 STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout", 24: "timeout", 0: "survived",
@@ -74,7 +74,7 @@ def scratch_copy(work: Path) -> None:
 
 def setup_cfg(mutated: list[str], tests: list[str]) -> str:
     lines = ["[mutmut]", "source_paths=snapkv_cli", "only_mutate=", *[f"    {pattern}" for pattern in mutated],
-             "also_copy=", "    examples/", "    prompts/",
+             "also_copy=", "    examples/", "    prompts/", "    docs/results/",
              "pytest_add_cli_args_test_selection=", *[f"    {test}" for test in tests],
              "pytest_add_cli_args=", "    -m", "    not slow", "    -p", "    no:cacheprovider",
              "timeout_multiplier=5.0"]

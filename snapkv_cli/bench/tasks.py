@@ -92,11 +92,18 @@ def _codes(rng: random.Random, count: int, split: str) -> list[str]:
 
 
 def _insert(paragraphs: list[str], sentences: list[str], depths: list[float]) -> list[str]:
-    """Insert each sentence at its depth (fraction of the paragraphs), keeping their order stable."""
+    """Insert each sentence at its depth (fraction of the paragraphs), keeping their order: by depth, equal depths in
+    the order given (a variable chain reads in order).
+
+    The deepest goes in first; each next one goes at its own depth but never after the one placed before it (two
+    close depths could otherwise round the shallower one past the deeper one).
+    """
     placed = sorted(zip(depths, range(len(sentences)), sentences), reverse=True)
     paragraphs = list(paragraphs)
+    limit = len(paragraphs)
     for depth, _, sentence in placed:
-        paragraphs.insert(round(depth * len(paragraphs)), sentence)
+        limit = min(round(depth * len(paragraphs)), limit)
+        paragraphs.insert(limit, sentence)
     return paragraphs
 
 
