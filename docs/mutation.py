@@ -93,7 +93,7 @@ def run_module(name: str, work_root: Path, max_children: int, mutants: list[str]
     with open(work / "mutmut.log", "w") as log:  # its progress spinner; the summary is printed below
         subprocess.run(command, cwd=work, env=environment, check=False, stdout=log, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - started
-    return collect(name, work, seconds, max_children, results)
+    return collect(name, work, seconds, max_children, results, only=mutants or None)
 
 
 def count_mutants(name: str, work_root: Path) -> dict[str, int]:
@@ -111,56 +111,94 @@ def count_mutants(name: str, work_root: Path) -> dict[str, int]:
     return counts
 
 
-def collect(name: str, work: Path, seconds: float, max_children: int, results: Path = RESULTS) -> dict:
-    """Counts per status and every non-killed mutant with its diff, from mutmut's ``mutants/*.meta`` files."""
+def collect(name: str, work: Path, seconds: float, max_children: int, results: Path = RESULTS,
+            only: list[str] | None = None) -> dict:
+    """Every mutant's status and every non-killed mutant's diff, from mutmut's ``mutants/*.meta`` files.
+
+    ``only``: a rerun of these mutants (after new tests): the result holds just them and goes to
+    ``<module>.rerun.json``, which :func:`module_statuses` lays over the full run's ``<module>.json``.
+    """
     statuses: dict[str, str] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
         data = json.loads(meta.read_text())
         for mutant, exit_code in data.get("exit_code_by_key", {}).items():
-            statuses[mutant] = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
-    counts: dict[str, int] = {}
-    for status in statuses.values():
-        counts[status] = counts.get(status, 0) + 1
+            if not only or mutant in only:
+                statuses[mutant] = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
     others = {}
     for mutant, status in sorted(statuses.items()):
         if status not in ("killed", "not checked"):
             shown = subprocess.run([mutmut_bin(), "show", mutant], cwd=work, capture_output=True, text=True)
             others[mutant] = {"status": status, "diff": shown.stdout.strip()}
     mutated, tests = MODULES[name]
-    result = {"module": name, "mutated": mutated, "tests": tests, "mutmut": MUTMUT, "max_children": max_children,
-              "seconds": round(seconds), "total": len(statuses), "counts": counts, "not_killed": others}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    result = {"module": name, "mutated": mutated, "tests": tests, "mutmut": MUTMUT, "commit": commit,
+              "max_children": max_children, "seconds": round(seconds), "total": len(statuses),
+              "counts": _counts(statuses), "statuses": dict(sorted(statuses.items())), "not_killed": others}
     results.mkdir(parents=True, exist_ok=True)
-    (results / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    print(f"[{name}] {len(statuses)} mutants: {counts} in {seconds:.0f}s", flush=True)
+    target = results / (f"{name}.rerun.json" if only else f"{name}.json")
+    target.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"[{name}] {len(statuses)} mutants: {result['counts']} in {seconds:.0f}s -> {target}", flush=True)
     return result
 
 
-def report() -> None:
-    """The table of ``docs/testing.md`` from ``docs/results/mutation/*.json`` (equivalent mutants listed there)."""
-    equivalent = json.loads((RESULTS / "equivalent.json").read_text()) if (RESULTS / "equivalent.json").exists() \
-        else {}
-    rows = ["| module | mutants | killed | survived | equivalent (of survived) | other | score (non-equivalent) "
-            "| minutes |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+def _counts(statuses: dict[str, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def module_statuses(name: str, results: Path = RESULTS) -> dict[str, str] | None:
+    """The full run's status of every mutant, with a rerun's statuses laid over it (None if never run).
+
+    A rerun tests again, after new tests, the mutants the full run left alive, plus every mutant of any function
+    whose code changed since (its mutants are renumbered: the rerun names them all).
+    """
+    full = results / f"{name}.json"
+    if not full.exists():
+        return None
+    statuses = json.loads(full.read_text(encoding="utf-8"))["statuses"]
+    rerun = results / f"{name}.rerun.json"
+    if rerun.exists():
+        statuses = {**statuses, **json.loads(rerun.read_text(encoding="utf-8"))["statuses"]}
+    return statuses
+
+
+def equivalent_mutants(results: Path = RESULTS) -> dict[str, str]:
+    """Mutant name -> why no input tells it apart from the original, from every ``equivalent_*.json``."""
+    equivalent: dict[str, str] = {}
+    for path in sorted(results.glob("equivalent_*.json")):
+        equivalent.update(json.loads(path.read_text(encoding="utf-8")))
+    return equivalent
+
+
+def table(results: Path = RESULTS) -> str:
+    """docs/testing.md's table: per module, mutants by status; the score leaves out the equivalent survivors and
+    counts a timeout as caught (the test run did not pass)."""
+    equivalent = equivalent_mutants(results)
+    rows = ["| module | mutants | killed | timeout | survived | of which equivalent | score (non-equivalent) |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
     for name in MODULES:
-        path = RESULTS / f"{name}.json"
-        if not path.exists():
-            rows.append(f"| {name} | not run | | | | | | |")
+        statuses = module_statuses(name, results)
+        if statuses is None:
+            rows.append(f"| {name} | not run | | | | | |")
             continue
-        data = json.loads(path.read_text())
-        counts = data["counts"]
-        killed, survived = counts.get("killed", 0), counts.get("survived", 0)
-        other = data["total"] - killed - survived
-        equal = sum(1 for mutant, entry in data["not_killed"].items()
-                    if entry["status"] == "survived" and mutant in equivalent)
-        scored = data["total"] - equal
-        score = f"{100 * killed / scored:.1f}%" if scored else "-"
-        rows.append(f"| {name} | {data['total']} | {killed} | {survived} | {equal} | {other} | {score} "
-                    f"| {data['seconds'] / 60:.0f} |")
+        counts = _counts(statuses)
+        killed, timeout, survived = counts.get("killed", 0), counts.get("timeout", 0), counts.get("survived", 0)
+        equal = sum(1 for mutant, status in statuses.items() if status == "survived" and mutant in equivalent)
+        scored = len(statuses) - equal - counts.get("not checked", 0)
+        score = f"{100 * (killed + timeout) / scored:.1f}%" if scored else "-"
+        rows.append(f"| {name} | {len(statuses)} | {killed} | {timeout} | {survived} | {equal} | {score} |")
+    return "\n".join(rows)
+
+
+def report() -> None:
+    """Rewrite the generated table between the markers of ``docs/testing.md``."""
     text = TESTING_MD.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    TESTING_MD.write_text(head + BEGIN + "\n" + "\n".join(rows) + "\n" + END + tail, encoding="utf-8")
-    print("\n".join(rows))
+    TESTING_MD.write_text(head + BEGIN + "\n" + table() + "\n" + END + tail, encoding="utf-8")
+    print(table())
 
 
 def main() -> None:
@@ -173,6 +211,10 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS, help="where each module's JSON goes")
     parser.add_argument("--count", action="store_true", help="only count the modules' mutants (no tests run)")
     parser.add_argument("--mutants", nargs="*", default=[], help="only these mutants (names as mutmut gives them)")
+    parser.add_argument("--survivors", action="store_true",
+                        help="rerun the mutants the module's full run left alive (with --mutants: those too)")
+    parser.add_argument("--collect", action="store_true",
+                        help="only write the JSON from the scratch directory's finished run (with --mutants: a rerun)")
     args = parser.parse_args()
     unknown = sorted(set(args.modules) - set(MODULES))
     if unknown:
@@ -185,7 +227,14 @@ def main() -> None:
             print(f"{name}: {sum(counts.values())} mutants: {counts}")
         return
     for name in args.modules:
-        run_module(name, args.work, args.max_children, args.mutants, args.results)
+        mutants = list(args.mutants)
+        if args.survivors:
+            full = json.loads((args.results / f"{name}.json").read_text(encoding="utf-8"))
+            mutants += [mutant for mutant, status in full["statuses"].items() if status != "killed"]
+        if args.collect:
+            collect(name, args.work / name, 0, args.max_children, args.results, only=mutants or None)
+        else:
+            run_module(name, args.work, args.max_children, mutants, args.results)
     if args.report:
         report()
 
