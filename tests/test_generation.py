@@ -282,3 +282,27 @@ def test_timings_and_decode_rate():
     assert replace(result, decode_s=0.0).decode_tokens_per_s == 0.0
     nothing = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=0))
     assert nothing.generated_ids == [] and nothing.decode_steps == 0 and nothing.answer == ""
+
+
+def test_a_prompt_with_nothing_to_prefill_is_refused():
+    """No logits without a token: an empty prompt, a prompt no longer than its shared prefix, an empty prefix, or a
+    chunk size below 1 is a ``ValueError`` saying so (not a failure further on, or a prefill of nothing)."""
+    from snapkv_cli.engine import SnapKVCache
+    from snapkv_cli.generation import prefill
+
+    model = tiny_model("llama")
+    prefix = prompt_ids(30, seed=4)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=20)
+    with pytest.raises(ValueError, match="nothing to prefill"):
+        prefill(model, [], SnapKVCache(settings=settings, config=model.config))
+    with pytest.raises(ValueError, match="nothing to prefill"):
+        generate_answer(model, DigitTokenizer(), [], settings, GenerationOptions(max_new_tokens=0))
+    shared = build_prefix(model, prefix, window_size=8)
+    with pytest.raises(ValueError, match="beyond its shared prefix"):
+        generate_answer(model, DigitTokenizer(), prefix, settings, GenerationOptions(max_new_tokens=2), prefix=shared)
+    with pytest.raises(ValueError, match="nothing to prefill"):
+        build_prefix(model, [], window_size=8)
+    for chunk_size in (0, -3):  # a negative chunk used to prefill nothing and return None
+        with pytest.raises(ValueError, match=f"chunk_size must be a positive number of tokens.*got {chunk_size}"):
+            prefill(model, prefix, SnapKVCache(settings=settings, config=model.config), chunk_size=chunk_size)
+
