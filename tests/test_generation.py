@@ -318,17 +318,17 @@ def test_a_prompt_with_nothing_to_prefill_is_refused():
     model = tiny_model("llama")
     prefix = prompt_ids(30, seed=4)[0].tolist()
     settings = CompressionSettings(window_size=8, max_capacity_prompt=20)
-    with pytest.raises(ValueError, match="nothing to prefill"):
+    with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
         prefill(model, [], SnapKVCache(settings=settings, config=model.config))
-    with pytest.raises(ValueError, match="nothing to prefill"):
+    with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
         generate_answer(model, DigitTokenizer(), [], settings, GenerationOptions(max_new_tokens=0))
     shared = build_prefix(model, prefix, window_size=8)
-    with pytest.raises(ValueError, match="beyond its shared prefix"):
+    with pytest.raises(ValueError, match=r"at least one token beyond its shared prefix$"):
         generate_answer(model, DigitTokenizer(), prefix, settings, GenerationOptions(max_new_tokens=2), prefix=shared)
-    with pytest.raises(ValueError, match="nothing to prefill"):
+    with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
         build_prefix(model, [], window_size=8)
     for chunk_size in (0, -3):  # a negative chunk used to prefill nothing and return None
-        with pytest.raises(ValueError, match=f"chunk_size must be a positive number of tokens.*got {chunk_size}"):
+        with pytest.raises(ValueError, match=f"^chunk_size must be a positive number of tokens.*got {chunk_size}$"):
             prefill(model, prefix, SnapKVCache(settings=settings, config=model.config), chunk_size=chunk_size)
 
 
@@ -443,3 +443,28 @@ def test_a_prefix_read_back_from_its_state_is_the_built_one_and_forks_without_co
     with torch.inference_mode():
         prefill(model, question, fork, start=100)
     assert all(torch.equal(record.kept_positions[0, 0], torch.arange(120)) for record in fork.records.values())
+
+
+@pytest.mark.parametrize("chunk_size", [None, 16])
+def test_prefill_puts_tokens_at_the_given_start_and_computes_only_the_last_logits(chunk_size):
+    """``prefill(start=s)`` rotates the tokens at positions s, s+1, ... (whatever the cache holds), and asks the model
+    for the last position's logits only: a whole prompt's logits would cost prompt length x vocabulary floats."""
+    from snapkv_cli.engine import SnapKVCache
+    from snapkv_cli.generation import prefill
+
+    model = tiny_model("llama")
+    ids = prompt_ids(40, seed=7)[0].tolist()
+    positions: list[int] = []
+    logits_rows: list[int] = []
+    hooks = [model.model.rotary_emb.register_forward_pre_hook(
+                 lambda module, args, kwargs: positions.extend(kwargs["position_ids"][0].tolist()), with_kwargs=True),
+             model.register_forward_hook(lambda module, args, output: logits_rows.append(output.logits.shape[1]))]
+    cache = SnapKVCache(settings=CompressionSettings(window_size=8, max_capacity_prompt=20), config=model.config)
+    try:
+        with torch.inference_mode():
+            logits = prefill(model, ids, cache, start=25, chunk_size=chunk_size)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert positions == list(range(25, 65))
+    assert logits_rows == [1] * len(chunks(0, 40, chunk_size)) and logits.shape == (1, model.config.vocab_size)
