@@ -449,10 +449,10 @@ def test_a_prefix_read_back_from_its_state_is_the_built_one_and_forks_without_co
 def test_prefill_puts_tokens_at_the_given_start_and_computes_only_the_last_logits(chunk_size):
     """``prefill(start=s)`` rotates the tokens at positions s, s+1, ... (whatever the cache holds), and asks the model
     for the last position's logits only: a whole prompt's logits would cost prompt length x vocabulary floats."""
-    from snapkv_cli.engine import SnapKVCache
+    from snapkv_cli.engine import SnapKVCache, prepare
     from snapkv_cli.generation import prefill
 
-    model = tiny_model("llama")
+    model = prepare(tiny_model("llama"))
     ids = prompt_ids(40, seed=7)[0].tolist()
     positions: list[int] = []
     logits_rows: list[int] = []
