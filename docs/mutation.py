@@ -34,7 +34,8 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
                ["tests/test_engine.py", "tests/test_scores_reference.py", "tests/test_generation.py"]),
-    "generation": (["snapkv_cli/generation.py"], ["tests/test_generation.py", "tests/test_multi_question.py"]),
+    "generation": (["snapkv_cli/generation.py"],
+                   ["tests/test_generation.py", "tests/test_multi_question.py", "tests/test_stopping.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"], ["tests/test_multi_question.py", "tests/test_doc_cache.py"]),
     "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_tasks.py"]),
 }

@@ -51,11 +51,15 @@ def synchronize(device: torch.device) -> None:
 def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
             compress: bool = True) -> torch.Tensor:
     """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits
-    (1, vocab).
+    (1, vocab). Raises ``ValueError`` for no tokens (there are no logits to return) or a chunk_size below 1.
 
     With ``chunk_size``, the tokens go in chunks (bounding activation memory); every chunk but the last only stores,
     and the last compresses, so selection stays exact. ``compress=False`` stores everything (a shared prefix).
     """
+    if not input_ids:  # a prompt no longer than its shared prefix, an empty prefix: no logits to return
+        raise ValueError("nothing to prefill: the prompt needs at least one token beyond its shared prefix")
+    if chunk_size is not None and chunk_size < 1:  # a negative one used to prefill nothing and return None
+        raise ValueError(f"chunk_size must be a positive number of tokens (or None: one pass), got {chunk_size}")
     device = model.device
     chunk_size = chunk_size or len(input_ids)
     logits = None

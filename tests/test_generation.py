@@ -282,3 +282,189 @@ def test_timings_and_decode_rate():
     assert replace(result, decode_s=0.0).decode_tokens_per_s == 0.0
     nothing = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=0))
     assert nothing.generated_ids == [] and nothing.decode_steps == 0 and nothing.answer == ""
+
+
+def test_synchronize_waits_for_the_given_cuda_device_only(monkeypatch):
+    """The timings wait for the work queued on the model's own GPU (not the current one); a CPU has no queue."""
+    waited: list = []
+    monkeypatch.setattr(torch.cuda, "synchronize", waited.append)
+    from snapkv_cli.generation import synchronize
+
+    synchronize(torch.device("cpu"))
+    assert waited == []
+    synchronize(torch.device("cuda", 1))
+    assert waited == [torch.device("cuda", 1)]
+
+
+def test_tensors_go_to_the_models_device_whatever_torchs_default_device():
+    """Prompt chunks and decode positions are made on the model's device: a default device set elsewhere (here
+    ``meta``, where nothing can be computed) changes nothing."""
+    model = tiny_model("llama")
+    ids = prompt_ids(60, seed=3)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    options = GenerationOptions(max_new_tokens=5, stop_at_eos=False, prefill_chunk=25)
+    expected = generate_answer(model, DigitTokenizer(), ids, settings, options)
+    with torch.device("meta"):
+        result = generate_answer(model, DigitTokenizer(), ids, settings, options)
+    assert result.generated_ids == expected.generated_ids and len(expected.generated_ids) == 5
+
+
+def test_a_prompt_with_nothing_to_prefill_is_refused():
+    """No logits without a token: an empty prompt, a prompt no longer than its shared prefix, an empty prefix, or a
+    chunk size below 1 is a ``ValueError`` saying so (not a failure further on, or a prefill of nothing)."""
+    from snapkv_cli.engine import SnapKVCache
+    from snapkv_cli.generation import prefill
+
+    model = tiny_model("llama")
+    prefix = prompt_ids(30, seed=4)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=20)
+    with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
+        prefill(model, [], SnapKVCache(settings=settings, config=model.config))
+    with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
+        generate_answer(model, DigitTokenizer(), [], settings, GenerationOptions(max_new_tokens=0))
+    shared = build_prefix(model, prefix, window_size=8)
+    with pytest.raises(ValueError, match=r"at least one token beyond its shared prefix$"):
+        generate_answer(model, DigitTokenizer(), prefix, settings, GenerationOptions(max_new_tokens=2), prefix=shared)
+    with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
+        build_prefix(model, [], window_size=8)
+    for chunk_size in (0, -3):  # a negative chunk used to prefill nothing and return None
+        with pytest.raises(ValueError, match=f"^chunk_size must be a positive number of tokens.*got {chunk_size}$"):
+            prefill(model, prefix, SnapKVCache(settings=settings, config=model.config), chunk_size=chunk_size)
+
+
+def test_decoded_tokens_sit_at_their_place_in_the_sequence_not_at_the_compressed_length():
+    """After compression the cache holds fewer tokens than the prompt; each decoded token is still rotated at its
+    true position (prompt length + step), as the model saw positions 0... during the prefill."""
+    model = tiny_model("llama")
+    ids = prompt_ids(60, seed=5)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=20)
+    seen: list[list[int]] = []
+
+    def record(module, args, kwargs):
+        seen.append(kwargs["position_ids"][0].tolist() if "position_ids" in kwargs else args[1][0].tolist())
+
+    handle = model.model.rotary_emb.register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        result = generate_answer(model, DigitTokenizer(), ids, settings,
+                                 GenerationOptions(max_new_tokens=4, stop_at_eos=False))
+    finally:
+        handle.remove()
+    assert all(record.kept_positions.shape[-1] == 20 for record in result.cache.records.values())
+    assert seen == [list(range(60)), [60], [61], [62]]
+
+
+class MarkingTokenizer:
+    """Token ids decode to their digits; ids in ``special`` are special tokens, shown as ``<s>`` unless skipped
+    (transformers' default keeps them). Counts its decodes."""
+
+    eos_token_id = None
+
+    def __init__(self, special: set[int]):
+        self.special, self.decodes = special, 0
+
+    def decode(self, ids, skip_special_tokens=False):
+        self.decodes += 1
+        return " ".join("<s>" if i in self.special and not skip_special_tokens else str(i)
+                        for i in ids if not (skip_special_tokens and i in self.special))
+
+
+@pytest.mark.parametrize("mode", ["plain", "streamed", "stop strings"])
+def test_answer_leaves_out_special_tokens_and_is_decoded_once_unless_watched(mode):
+    """Special tokens never reach the answer or the stream; without a stream or stop strings to watch, the answer is
+    decoded once at the end (not at every step: that costs quadratic time over a long answer)."""
+    model = tiny_model("llama")
+    ids = prompt_ids(50, seed=6)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    options = GenerationOptions(max_new_tokens=8, stop_at_eos=False,
+                                stop_strings=("never said",) if mode == "stop strings" else ())
+    free = generate_answer(model, DigitTokenizer(), ids, settings, options)
+    tokenizer = MarkingTokenizer({free.generated_ids[2]})
+    pieces: list[str] = []
+    result = generate_answer(model, tokenizer, ids, settings, options,
+                             on_text=pieces.append if mode == "streamed" else None)
+    assert result.generated_ids == free.generated_ids
+    expected = " ".join(str(i) for i in free.generated_ids if i != free.generated_ids[2])
+    assert result.answer == expected and "<s>" not in result.answer
+    assert result.stopped_by == "max_new_tokens"
+    if mode == "streamed":
+        assert "".join(pieces) == expected
+    assert tokenizer.decodes == (1 if mode == "plain" else 8)
+
+
+def test_an_answer_ended_by_eos_at_once_is_empty_and_streams_nothing():
+    model = tiny_model("llama")
+    ids = prompt_ids(50, seed=17)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=3,
+                                                                                      stop_at_eos=False))
+    tokenizer = DigitTokenizer()
+    tokenizer.eos_token_id = free.generated_ids[0]
+    pieces: list[str] = []
+    result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=3),
+                             on_text=pieces.append)
+    assert result.answer == "" and result.generated_ids == [] and pieces == []
+    assert result.stopped_by == "eos" and result.decode_steps == 0
+
+
+def test_a_held_back_tail_that_never_became_a_stop_string_is_streamed_at_the_end():
+    """The stream holds back a tail that may begin a stop string; when the token limit comes first, that tail is
+    sent then, so the stream adds up to the answer, in non-empty pieces."""
+    model = tiny_model("llama")
+    ids = prompt_ids(80, seed=3)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=40)
+    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=6,
+                                                                                      stop_at_eos=False))
+    last = free.answer.split(" ")[-1]
+    stop = f" {last}!"  # the answer ends with all of it but the "!"
+    pieces: list[str] = []
+    result = generate_answer(model, DigitTokenizer(), ids, settings,
+                             GenerationOptions(max_new_tokens=6, stop_at_eos=False, stop_strings=(stop,)),
+                             on_text=pieces.append)
+    assert result.answer == free.answer and result.stopped_by == "max_new_tokens"
+    assert "".join(pieces) == free.answer and all(pieces)
+    assert pieces[-1] == f" {last}"  # held back until the limit
+
+
+def test_a_prefix_read_back_from_its_state_is_the_built_one_and_forks_without_compressing():
+    """``build_prefix``'s cache and the one the document cache rebuilds from its tensors are interchangeable (same
+    settings, same tensors); continued by a fork without settings of its own, the prefix keeps every token."""
+    from snapkv_cli.engine import SnapKVCache
+    from snapkv_cli.generation import prefill
+
+    model = tiny_model("llama")
+    prefix, question = prompt_ids(100, seed=12)[0].tolist(), prompt_ids(20, seed=13)[0].tolist()
+    shared = build_prefix(model, prefix, window_size=8)
+    state = shared.prefix_state()
+    rebuilt = SnapKVCache.from_prefix_state(dict(state), model.config, 8)
+    assert rebuilt.settings == shared.settings and rebuilt.accumulate_attention == shared.accumulate_attention
+    assert sorted(rebuilt.prefix_state()) == sorted(state)
+    assert all(torch.equal(rebuilt.prefix_state()[name], tensor) for name, tensor in state.items())
+    fork = shared.fork()
+    with torch.inference_mode():
+        prefill(model, question, fork, start=100)
+    assert all(torch.equal(record.kept_positions[0, 0], torch.arange(120)) for record in fork.records.values())
+
+
+@pytest.mark.parametrize("chunk_size", [None, 16])
+def test_prefill_puts_tokens_at_the_given_start_and_computes_only_the_last_logits(chunk_size):
+    """``prefill(start=s)`` rotates the tokens at positions s, s+1, ... (whatever the cache holds), and asks the model
+    for the last position's logits only: a whole prompt's logits would cost prompt length x vocabulary floats."""
+    from snapkv_cli.engine import SnapKVCache, prepare
+    from snapkv_cli.generation import prefill
+
+    model = prepare(tiny_model("llama"))
+    ids = prompt_ids(40, seed=7)[0].tolist()
+    positions: list[int] = []
+    logits_rows: list[int] = []
+    hooks = [model.model.rotary_emb.register_forward_pre_hook(
+                 lambda module, args, kwargs: positions.extend(kwargs["position_ids"][0].tolist()), with_kwargs=True),
+             model.register_forward_hook(lambda module, args, output: logits_rows.append(output.logits.shape[1]))]
+    cache = SnapKVCache(settings=CompressionSettings(window_size=8, max_capacity_prompt=20), config=model.config)
+    try:
+        with torch.inference_mode():
+            logits = prefill(model, ids, cache, start=25, chunk_size=chunk_size)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert positions == list(range(25, 65))
+    assert logits_rows == [1] * len(chunks(0, 40, chunk_size)) and logits.shape == (1, model.config.vocab_size)
