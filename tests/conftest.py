@@ -53,3 +53,19 @@ def short_context_model_path(tmp_path_factory):
     from tests.tiny_models import save_tiny_model_dir
 
     return str(save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama-512"), max_position_embeddings=512))
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The tiny byte-level tokenizer with a chat template (tests.tiny_models), shared by the prompt and task tests."""
+    from tests.tiny_models import tiny_tokenizer
+
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def template():
+    """The default prompt template from prompts/."""
+    from snapkv_cli.prompting import load_template
+
+    return load_template()

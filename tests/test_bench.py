@@ -15,17 +15,6 @@ from snapkv_cli.cli import app
 from snapkv_cli.documents import Document, Page
 from snapkv_cli.prompting import build_prompt, load_template
 from tests.helpers import recorded_forwards
-from tests.tiny_models import tiny_tokenizer
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def template():
-    return load_template()
 
 
 def prompt_length(tokenizer, template, task) -> int:

@@ -23,7 +23,6 @@ from snapkv_cli.bench.needle import (
 from snapkv_cli.bench.niah import NIAH_QUESTION, PARTIAL_WORDS, score_answer
 from snapkv_cli.cli import app
 from snapkv_cli.errors import HaystackUnavailable
-from tests.tiny_models import tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 PERIOD = 0
@@ -89,11 +88,6 @@ def _essays(count: int = 3, seed: int = 0) -> list[tuple[str, str]]:
                      for _ in range(60)]
         essays.append((f"essay{index}.txt", " ".join(sentences) + "\n\n"))
     return essays
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer()
 
 
 @pytest.mark.parametrize("depth", [0, 50, 100])

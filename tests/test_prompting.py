@@ -23,11 +23,6 @@ PAGE_TEXTS = (
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
 def qa():
     return load_template("qa")
 

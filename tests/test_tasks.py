@@ -16,20 +16,9 @@ from snapkv_cli.bench import haystack
 from snapkv_cli.bench import tasks as tasks_module
 from snapkv_cli.bench.tasks import _KEYS, TASKS, VARIABLES, PromptShape, make_tasks, task_seed
 from snapkv_cli.errors import UserError
-from snapkv_cli.prompting import load_template
-from tests.tiny_models import CHAT_TEMPLATE, tiny_tokenizer
+from tests.tiny_models import CHAT_TEMPLATE
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def template():
-    return load_template()
 
 
 def make_byte_tokenizer():
