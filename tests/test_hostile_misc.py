@@ -87,8 +87,8 @@ def test_markup_in_the_model_name_and_paths_is_printed_as_text(tmp_path, notes, 
 WRITER = textwrap.dedent("""
     import signal, sys, time
     from snapkv_cli.views.atomic import atomic_output
-    if sys.argv[2] == "ignore-hup":
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # a process in a terminal: SIGHUP at its default, whatever this test run inherited (under nohup it is ignored)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[2] == "ignore-hup" else signal.SIG_DFL)
     with atomic_output(sys.argv[1]) as file:
         file.write("half of a page")
         file.flush()
