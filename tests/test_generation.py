@@ -249,14 +249,23 @@ def test_stop_tokens_come_from_the_generation_config_and_the_tokenizer():
     assert stop_token_ids(model(None), SimpleNamespace(eos_token_id=None)) == set()
 
 
-def test_generation_stops_at_an_eos_token_unless_told_not_to():
+def _eos_at(step: int, max_new_tokens: int):
+    """A free run of the tiny model (EOS ignored), and a tokenizer whose EOS is the token that run gave at ``step``.
+
+    Returns (model, prompt ids, settings, the free run's result, that tokenizer).
+    """
     model = tiny_model("llama")
     ids = prompt_ids(50, seed=17)[0].tolist()
     settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
-    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=8,
+    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=max_new_tokens,
                                                                                       stop_at_eos=False))
     tokenizer = DigitTokenizer()
-    tokenizer.eos_token_id = free.generated_ids[3]
+    tokenizer.eos_token_id = free.generated_ids[step]
+    return model, ids, settings, free, tokenizer
+
+
+def test_generation_stops_at_an_eos_token_unless_told_not_to():
+    model, ids, settings, free, tokenizer = _eos_at(3, max_new_tokens=8)
     stops = {tokenizer.eos_token_id, model.generation_config.eos_token_id}
     first_stop = next(index for index, token in enumerate(free.generated_ids) if token in stops)
     stopped = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=8))
@@ -392,13 +401,7 @@ def test_answer_leaves_out_special_tokens_and_is_decoded_once_unless_watched(mod
 
 
 def test_an_answer_ended_by_eos_at_once_is_empty_and_streams_nothing():
-    model = tiny_model("llama")
-    ids = prompt_ids(50, seed=17)[0].tolist()
-    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
-    free = generate_answer(model, DigitTokenizer(), ids, settings, GenerationOptions(max_new_tokens=3,
-                                                                                      stop_at_eos=False))
-    tokenizer = DigitTokenizer()
-    tokenizer.eos_token_id = free.generated_ids[0]
+    model, ids, settings, _, tokenizer = _eos_at(0, max_new_tokens=3)
     pieces: list[str] = []
     result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=3),
                              on_text=pieces.append)
