@@ -198,8 +198,9 @@ def report() -> None:
     text = TESTING_MD.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
-    TESTING_MD.write_text(head + BEGIN + "\n" + table() + "\n" + END + tail, encoding="utf-8")
-    print(table())
+    rows = table()
+    TESTING_MD.write_text(head + BEGIN + "\n" + rows + "\n" + END + tail, encoding="utf-8")
+    print(rows)
 
 
 def main() -> None:
