@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import subprocess
 import sys
@@ -35,3 +36,34 @@ def test_a_token_budget_becomes_the_ratio_that_keeps_exactly_it(tokens):
         ratio = runner.compression_ratio(tokens, kept)
         assert 0 <= ratio < 1
         assert runner.kept_by_kvpress(tokens, ratio) == min(kept, tokens)
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("peers_bench", ROOT / "docs" / "peers" / "peers_bench.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(tokenizer, template):
+    from snapkv_cli.bench.tasks import NEW_TOKENS, make_tasks
+
+    bench = _bench_module()
+    args = argparse.Namespace(niah_lengths="", niah_depths="0", accuracy_lengths="1500",
+                              accuracy_tasks="single_needle,multi_key", accuracy_samples=2, accuracy_new_tokens=None)
+    prompts = bench.build_prompts(tokenizer, args, context=4096)
+    assert [p["id"] for p in prompts] == ["single_needle-1500-0", "single_needle-1500-1", "multi_key-1500-0",
+                                          "multi_key-1500-1"]
+    for kind in ("single_needle", "multi_key"):
+        expected = make_tasks(tokenizer, kind, 1500, 2, template, max_prompt_tokens=4096 - NEW_TOKENS[kind])
+        mine = [p for p in prompts if p["task"] == kind]
+        assert [p["task_object"] for p in mine] == expected  # the test split's samples, as bench accuracy draws them
+        assert {p["max_new_tokens"] for p in mine} == {NEW_TOKENS[kind]}
+    needle = prompts[0]["task_object"]
+    (code,) = needle.answers
+    assert bench.score(prompts[0], f"The code is {code}.")["correct"]
+    assert not bench.score(prompts[0], f"1{code}9")["correct"]  # a padded number is not the code
+    keys = prompts[2]["task_object"]
+    listed = ", ".join([*keys.answers, *keys.distractors])
+    assert not bench.score(prompts[2], listed)["correct"]  # every code listed, distractors included: wrong
+    assert keys.distractors and bench.score(prompts[2], ", ".join(keys.answers))["correct"]

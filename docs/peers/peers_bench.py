@@ -4,11 +4,13 @@
         --json docs/results/peers/peers.json --markdown docs/results/peers/peers.md
 
 The prompts are Needle In A Haystack cells (``snapkv bench niah``'s documents and prompt) and ``snapkv bench
-accuracy`` samples (its tasks, seed 0, the qa template), built once here with the model's tokenizer. For each
+accuracy`` samples (its test split's first samples, its template, prompt limit and answer room), built once here
+with the model's tokenizer. For each
 prompt this process runs snapkv-cli (a fresh prefill per configuration, as ``snapkv ask`` does, so its seconds
 compare with kvpress's), then hands the same token ids to ``docs/peers/kvpress_runner.py`` running in kvpress's
 own virtual environment (``docs/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
-decoded with the same tokenizer and scored by the same scorers (the NIAH exact/partial score; the task's answers).
+decoded with the same tokenizer and scored by the bench's own scorers (the NIAH exact/partial score; the task's
+exact-set rule, which rejects distractors).
 """
 
 from __future__ import annotations
@@ -35,10 +37,14 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
-def build_prompts(tokenizer, args) -> list[dict]:
+def build_prompts(tokenizer, args, context: int) -> list[dict]:
+    """The NIAH cells and the ``bench accuracy`` samples (its test split, seeds, prompt limit and answer room).
+
+    An accuracy prompt carries its ``Task`` (key ``task_object``) so that it is scored by the bench's own scorer.
+    """
     from snapkv_cli.bench.needle import haystack_text, load_haystack, needle_context
     from snapkv_cli.bench.niah import NIAH_QUESTION, NIAH_TEMPLATE
-    from snapkv_cli.bench.tasks import make_tasks
+    from snapkv_cli.bench.tasks import NEW_TOKENS, make_tasks
     from snapkv_cli.documents import Document, Page
     from snapkv_cli.prompting import build_prompt, load_template
 
@@ -57,13 +63,16 @@ def build_prompts(tokenizer, args) -> list[dict]:
     template = load_template()
     for length in _ints(args.accuracy_lengths):
         for task_kind in args.accuracy_tasks.split(","):
-            for sample, task in enumerate(make_tasks(tokenizer, task_kind, length, args.accuracy_samples, seed=0)):
-                document = Document(f"{task_kind}-{length}-{sample}", "text", (Page(1, task.document),))
+            new_tokens = args.accuracy_new_tokens or NEW_TOKENS[task_kind]
+            tasks = make_tasks(tokenizer, task_kind, length, args.accuracy_samples, template,
+                               max_prompt_tokens=context - new_tokens, split="test")
+            for sample, task in enumerate(tasks):
+                document = Document(task.seed, "text", (Page(1, task.document),))
                 prompt = build_prompt(tokenizer, document, task.question, template)
                 prompts.append({"id": f"{task_kind}-{length}-{sample}", "kind": "accuracy", "task": task_kind,
-                                "length": length, "sample": sample, "answers": list(task.answers),
-                                "input_ids": prompt.input_ids, "prefix_length": prompt.prefix_length,
-                                "max_new_tokens": args.accuracy_new_tokens})
+                                "length": length, "sample": sample, "seed": task.seed, "answers": list(task.answers),
+                                "task_object": task, "input_ids": prompt.input_ids,
+                                "prefix_length": prompt.prefix_length, "max_new_tokens": new_tokens})
     return prompts
 
 
@@ -74,7 +83,7 @@ def score(prompt: dict, answer: str) -> dict:
 
         exact, partial = score_answer(answer)
         return {"correct": exact, "partial": round(partial, 4)}
-    return {"correct": all(expected in answer for expected in prompt["answers"]), "partial": None}
+    return {"correct": prompt["task_object"].is_correct(answer), "partial": None}
 
 
 def start_kvpress(args, model_dir: str) -> subprocess.Popen:
@@ -96,7 +105,8 @@ def main() -> int:
     parser.add_argument("--accuracy-tasks", default="single_needle,multi_key,multi_value,variable_tracking,"
                                                     "question_first")
     parser.add_argument("--accuracy-samples", type=int, default=2)
-    parser.add_argument("--accuracy-new-tokens", type=int, default=24)
+    parser.add_argument("--accuracy-new-tokens", type=int, default=None,
+                        help="answer room of the accuracy samples [each task's own, as bench accuracy]")
     parser.add_argument("--kvpress-venv", default=str(ROOT / ".venv-kvpress"))
     parser.add_argument("--model", default=None, help="snapkv-cli's model argument [the default model]")
     parser.add_argument("--json", dest="json_path", type=Path, required=True)
@@ -113,13 +123,14 @@ def main() -> int:
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions, generate_answer, stop_token_ids
     from snapkv_cli.models.loader import load_model
+    from snapkv_cli.pipeline import context_length
 
     start = run_start()
     loaded = load_model(args.model, device="cpu", dtype="auto")
     model, tokenizer = loaded.model, loaded.tokenizer
     budgets = _ints(args.budgets)
     stops = sorted(stop_token_ids(model, tokenizer))
-    prompts = build_prompts(tokenizer, args)
+    prompts = build_prompts(tokenizer, args, context_length(loaded))
     kvpress = start_kvpress(args, loaded.source)
     rows, versions = [], None
 
