@@ -90,7 +90,8 @@ def child(variant: str, length: int, budget: int) -> dict:
         cache, kv_bytes = run(ids)
         wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
-    return {"variant": variant, "length": length, "budget": budget, "threads": torch.get_num_threads(),
+    return {"variant": variant, "length": length, "budget": budget, "model": loaded.name,
+            "dtype": str(loaded.dtype).removeprefix("torch."), "threads": torch.get_num_threads(),
             "forward_pre_hooks": hooks, "cache": type(cache).__name__, "wall_s": round(wall, 3),
             "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 3),
             "user_s": round(after.ru_utime - before.ru_utime, 3), "sys_s": round(after.ru_stime - before.ru_stime, 3),
@@ -141,6 +142,9 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.child, args.length, args.budget)))
         return 0
+    from snapkv_cli.bench.provenance import provenance, run_start
+
+    start = run_start()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     runs = []
     for round_index in range(args.rounds):
@@ -160,8 +164,9 @@ def main() -> int:
     print(json.dumps(summary, indent=1))
     if args.json_path:
         args.json_path.parent.mkdir(parents=True, exist_ok=True)
-        args.json_path.write_text(json.dumps({"command": " ".join(sys.argv), "runs": runs, "summary": summary},
-                                             indent=1) + "\n", encoding="utf-8")
+        report = {"kind": "prefill", "args": vars(args) | {"json_path": str(args.json_path)},
+                  "provenance": provenance(None, start), "runs": runs, "summary": summary}
+        args.json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -72,7 +72,9 @@ def run_start() -> dict:
 
 
 def provenance(loaded, start: dict) -> dict:
-    """The code, machine, libraries and command of a run begun with ``start`` (:func:`run_start`) and ending now."""
+    """The code, machine, libraries and command of a run begun with ``start`` (:func:`run_start`) and ending now.
+
+    ``loaded`` is the run's model (None where the model ran in child processes that report it themselves)."""
     import torch
     import transformers
 
@@ -85,6 +87,7 @@ def provenance(loaded, start: dict) -> dict:
                     "memory_bytes": _memory_bytes(), "python": platform.python_version(),
                     "torch": torch.__version__, "transformers": transformers.__version__,
                     "torch_threads": torch.get_num_threads()},
-        "model": {"name": loaded.name, "source": str(loaded.source), "device": str(loaded.device),
-                  "dtype": str(loaded.dtype).removeprefix("torch.")},
+        "model": None if loaded is None else {
+            "name": loaded.name, "source": str(loaded.source), "device": str(loaded.device),
+            "dtype": str(loaded.dtype).removeprefix("torch.")},
     }
