@@ -164,7 +164,7 @@ def main() -> int:
     print(json.dumps(summary, indent=1))
     if args.json_path:
         args.json_path.parent.mkdir(parents=True, exist_ok=True)
-        report = {"kind": "prefill", "args": vars(args) | {"json_path": str(args.json_path)},
+        report = {"schema_version": 2, "kind": "prefill", "args": vars(args) | {"json_path": str(args.json_path)},
                   "provenance": provenance(None, start), "runs": runs, "summary": summary}
         args.json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return 0

@@ -3,7 +3,8 @@
 # Then `python docs/tables.py --write` regenerates every table and numeric sentence of the docs from that JSON.
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
-#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked multi niah
+#   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
+#                                                  # niah peers
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -92,6 +93,22 @@ niah() {  # the public Needle In A Haystack, 1k-8k x 0-100%, then its headline f
   python docs/niah_figure.py "$out/niah/niah.json" "$out/niah/niah_headline.png"
 }
 
-for part in "${@:-headline methods defaults speed chunked multi niah}"; do
+prefill() {  # the prefill of snapkv ask against plain transformers, fresh processes taking turns (about 15 min)
+  echo "[$(date -u +%H:%M:%S)] docs/prefill_bench.py" >&2
+  flock "$lock" python docs/prefill_bench.py --length 8192 --budget 1024 --rounds 4 --json "$out/prefill.json.partial"
+  mv "$out/prefill.json.partial" "$out/prefill.json"
+}
+
+peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
+  local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
+  [ -x "$venv/bin/python" ] || bash docs/peers/kvpress_venv.sh "$venv"
+  mkdir -p "$out/peers"
+  echo "[$(date -u +%H:%M:%S)] docs/peers/peers_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python docs/peers/peers_bench.py --accuracy-samples 4 --kvpress-venv "$venv" \
+    --json "$out/peers/peers.json.partial" --markdown "$out/peers/peers.md"
+  mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
+}
+
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers}"; do
   for name in $part; do "$name"; done
 done

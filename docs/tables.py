@@ -27,7 +27,7 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md")
+FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md")
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
 
@@ -333,22 +333,27 @@ def multi_question_dtype(path: str) -> str:
 
 
 def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str) -> str:
-    """Peak RSS and prefill with and without prefill chunks, SnapKV at one length and budget (two runs)."""
-    from snapkv_cli.bench.speed import summarize
+    """Peak RSS and prefill with and without prefill chunks, SnapKV at one length and budget (two runs). Seconds are
+    compared only within a run (against that run's plain-transformers prefill, paired by round): the two runs may
+    come from different machines or loads."""
+    from snapkv_cli.bench.speed import compare, summarize
 
     key = (int(length), "snapkv", int(budget))
     rows = []
     for path in (plain_path, chunked_path):
         report = _load(path)
         row = {(r["length"], r["method"], r["budget"]): r for r in summarize(report["samples"])}[key]
+        ratio = {(r["length"], r["method"], r["budget"]): r for r in compare(report["samples"])}[key]
+        overhead = ratio["prefill_overhead_vs_transformers"]
         chunk = report["plan"]["chunk_size"]
         rows.append([f"`{path}`", "one pass" if chunk is None else f"chunks of {chunk}",
                      f"{row['peak_rss_bytes']['median'] / 2**20:.0f} [{row['peak_rss_bytes']['q1'] / 2**20:.0f}, "
                      f"{row['peak_rss_bytes']['q3'] / 2**20:.0f}]",
                      f"{row['prefill_s']['median']:.2f} [{row['prefill_s']['q1']:.2f}, {row['prefill_s']['q3']:.2f}]",
+                     f"{100 * overhead['median']:+.1f}% [{100 * overhead['q1']:+.1f}%, {100 * overhead['q3']:+.1f}%]",
                      str(row["repeats"])])
-    return _table((["run", "prefill", f"peak RSS MiB (snapkv {budget}, {int(length):,} tokens)", "prefill s", "runs"],
-                   rows))
+    return _table((["run", "prefill", f"peak RSS MiB (snapkv {budget}, {int(length):,} tokens)", "prefill s",
+                    "prefill vs one-pass plain transformers, same run", "runs"], rows))
 
 
 def niah_table(path: str) -> str:
@@ -366,6 +371,50 @@ def niah_table(path: str) -> str:
              f"Full cache, SnapKV 1024 and SnapKV 256{best_text}; every method's panel is in "
              f"[niah_all.png]({folder}/niah_all.png). Exact answers over the depths of each length:", ""]
     return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
+
+
+def _docs_script(relative: str):
+    """A script under ``docs/`` imported as a module (its functions only: each runs its work under ``main()``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(relative).stem, DOCS / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def peers_table(path: str) -> str:
+    """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
+    report = _load(path)
+    versions = report["kvpress_environment"]
+    ours = report["snapkv_cli"]
+    return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
+            f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
+            f"own environment.\n\n" + _docs_script("peers/peers_bench.py").markdown_summary(report["rows"]))
+
+
+def prefill_table(path: str) -> str:
+    """``docs/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
+    plain transformers (wall and CPU time), recomputed from the runs."""
+    report = _load(path)
+    summary = _docs_script("prefill_bench.py").summarize(report["runs"])
+    rows = []
+    for variant, row in summary.items():
+        if variant == "memory_target":
+            continue
+        per_round = ", ".join(f"{100 * (ratio - 1):+.1f}%" for ratio in row["wall_vs_plain_per_round"])
+        rows.append([f"`{variant}`", f"{row['wall_s']:.2f}", f"{100 * (row['wall_vs_plain_median'] - 1):+.1f}%",
+                     per_round, f"{100 * (row['cpu_vs_plain_median'] - 1):+.1f}%", f"{row['sys_s']:.2f}",
+                     f"{row['minor_faults'] / 1e6:.2f}", f"{row['peak_rss_bytes'] / 2**20:.0f}",
+                     f"{row['kv_bytes'] / 2**20:.1f}"])
+    table = _table((["variant", "wall s", "wall vs plain (median)", "wall vs plain, each round", "CPU vs plain",
+                     "sys s", "minor faults (M)", "peak RSS MiB", "KV MiB"], rows))
+    target = summary.get("memory_target")
+    if not target:
+        return table
+    return table + (f"\nPeak RSS of `snapkv` is {target['peak_rss_below_full'] / 2**20:.0f} MiB below `full` for "
+                    f"{target['kv_bytes_saved'] / 2**20:.0f} MiB of KV saved ({target['share_of_saved']:.0%}; the "
+                    f"target is at least 80%).\n")
 
 
 GENERATORS = {
@@ -387,6 +436,8 @@ GENERATORS = {
     "seed-comparison": seed_comparison,
     "defaults-table": defaults_table,
     "niah-table": niah_table,
+    "peers-table": peers_table,
+    "prefill-table": prefill_table,
 }
 
 

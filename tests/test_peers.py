@@ -51,7 +51,7 @@ def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(t
     bench = _bench_module()
     args = argparse.Namespace(niah_lengths="", niah_depths="0", accuracy_lengths="1500",
                               accuracy_tasks="single_needle,multi_key", accuracy_samples=2, accuracy_new_tokens=None)
-    prompts = bench.build_prompts(tokenizer, args, context=4096)
+    prompts = bench.build_prompts(tokenizer, args, context_tokens=4096)
     assert [p["id"] for p in prompts] == ["single_needle-1500-0", "single_needle-1500-1", "multi_key-1500-0",
                                           "multi_key-1500-1"]
     for kind in ("single_needle", "multi_key"):

@@ -37,7 +37,7 @@ def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(",") if part.strip())
 
 
-def build_prompts(tokenizer, args, context: int) -> list[dict]:
+def build_prompts(tokenizer, args, context_tokens: int) -> list[dict]:
     """The NIAH cells and the ``bench accuracy`` samples (its test split, seeds, prompt limit and answer room).
 
     An accuracy prompt carries its ``Task`` (key ``task_object``) so that it is scored by the bench's own scorer.
@@ -65,7 +65,7 @@ def build_prompts(tokenizer, args, context: int) -> list[dict]:
         for task_kind in args.accuracy_tasks.split(","):
             new_tokens = args.accuracy_new_tokens or NEW_TOKENS[task_kind]
             tasks = make_tasks(tokenizer, task_kind, length, args.accuracy_samples, template,
-                               max_prompt_tokens=context - new_tokens, split="test")
+                               max_prompt_tokens=context_tokens - new_tokens, split="test")
             for sample, task in enumerate(tasks):
                 document = Document(task.seed, "text", (Page(1, task.document),))
                 prompt = build_prompt(tokenizer, document, task.question, template)
@@ -181,7 +181,7 @@ def main() -> int:
 
     arguments = vars(args) | {"json_path": str(args.json_path),
                               "markdown": str(args.markdown) if args.markdown else None}
-    report = {"schema_version": 1, "kind": "peers", "command": " ".join(sys.argv), "args": arguments,
+    report = {"schema_version": 2, "kind": "peers", "command": " ".join(sys.argv), "args": arguments,
               "provenance": provenance(loaded, start),
               "snapkv_cli": {"torch": torch.__version__, "transformers": _version("transformers")},
               "kvpress_environment": versions, "rows": rows}
