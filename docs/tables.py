@@ -108,8 +108,9 @@ def accuracy_headline(*arguments: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def seed_comparison(speed_path: str, *accuracy_paths: str) -> str:
-    """The seed description's claims beside this project's measurements (retention per length, decode ratio)."""
+def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) -> str:
+    """The seed description's claims beside this project's measurements (retention per length, decode ratio,
+    prefill overhead in the speed bench's one process and in ``prefill_bench.py``'s fresh processes)."""
     from snapkv_cli.bench.accuracy import outcomes_from_json, tally
     from snapkv_cli.bench.speed import compare
 
@@ -135,6 +136,10 @@ def seed_comparison(speed_path: str, *accuracy_paths: str) -> str:
     decode = speed[(longest, "snapkv", 1024)]["decode_vs_transformers"]
     decode_256 = speed[(longest, "snapkv", 256)]["decode_vs_transformers"]
     prefill = speed[(longest, "snapkv", 1024)]["prefill_overhead_vs_transformers"]
+    prefill_report = _load(prefill_path)
+    snapkv = _docs_script("prefill_bench.py").summarize(prefill_report["runs"])["snapkv"]
+    fresh = (f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}% (median of {len(snapkv['wall_vs_plain_per_round'])}"
+             f" rounds at {prefill_report['args']['length']:,} tokens, budget {prefill_report['args']['budget']})")
     rows = [
         ["budget 4096: 99.8%, 1024: 98.9%, 256: 94.2% retention (LongBench, Llama-3-8B)",
          f"1024: {retention(1024)}; 256: {retention(256)} (single needle, kept / full-correct, 95% CI)"],
@@ -144,7 +149,8 @@ def seed_comparison(speed_path: str, *accuracy_paths: str) -> str:
          f"{decode['median']:.2f}x [{decode['q1']:.2f}-{decode['q3']:.2f}] plain transformers at {longest:,} tokens, "
          f"budget 1024; {decode_256['median']:.2f}x at budget 256"],
         ["no prefill overhead", f"{100 * prefill['median']:+.1f}% [{100 * prefill['q1']:+.1f}, "
-                                f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens"],
+                                f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens, "
+                                f"budget 1024, in the speed bench's one process; {fresh} in fresh processes"],
     ]
     return _table((["claim (seed)", "measured here (SmolLM2-135M, CPU; median [IQR] or value [95% CI])"], rows))
 
