@@ -93,9 +93,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the results as JSON here")
     options = parser.parse_args()
 
+    from snapkv_cli.bench.provenance import provenance, run_start
     from snapkv_cli.models.loader import load_model
 
-    tokenizer = load_model(device="cpu").tokenizer
+    start = run_start()
+    loaded = load_model(device="cpu")
+    tokenizer = loaded.tokenizer
     env = {name: value for name, value in os.environ.items() if not name.startswith(("SNAPKV_", "RAY_"))}
     env["SNAPKV_DEVICE"] = "cpu"
     if options.threads:
@@ -149,6 +152,7 @@ def main() -> None:
             "summaries": summaries,
         })
     results["load_average_after"] = os.getloadavg()
+    results["provenance"] = provenance(loaded, start)
     text = json.dumps(results, indent=2, ensure_ascii=False)
     print(text)
     if options.out:

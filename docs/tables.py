@@ -27,7 +27,8 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
-FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md")
+FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md",
+         DOCS / "batch.md")
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
 
@@ -389,6 +390,28 @@ def _docs_script(relative: str):
     return module
 
 
+def batch_table(path: str) -> str:
+    """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""
+    report = _load(path)
+    wall, answer = report["wall_s"], report["answer_s_mean"]
+    questions = report["documents"] * len(report["questions"])
+    labels = {"loop": f"shell loop of `snapkv ask -Q x{len(report['questions'])}`, {report['documents']} processes",
+              "batch": "`snapkv batch`, one process", "ray": "`snapkv batch --ray --workers 2`"}
+    rows = []
+    for name, label in labels.items():
+        speedup = f"{wall['loop'] / wall[name]:.2f}x"
+        if name == "ray":
+            speedup += f" ({wall['batch'] / wall['ray']:.2f}x over one process)"
+        rows.append([label, f"{wall[name]:.1f} s", f"{wall[name] / questions:.2f} s", f"{answer[name]:.2f} s",
+                     "1x" if name == "loop" else f"**{speedup}**"])
+    same = report["same_answers_as_loop"]
+    return _table((["way", "wall time", f"per question (wall / {questions})", "a worker's time per answer",
+                    "speed-up"], rows)) + (
+        f"\nAnswers identical to the loop's: batch {same['batch']}/{questions}, ray {same['ray']}/{questions}; "
+        f"containing the expected fact: loop {report['correct']['loop']}, batch {report['correct']['batch']}, "
+        f"ray {report['correct']['ray']} of {questions}.\n")
+
+
 def peers_table(path: str) -> str:
     """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
     report = _load(path)
@@ -443,6 +466,7 @@ GENERATORS = {
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,
+    "batch-table": batch_table,
     "prefill-table": prefill_table,
 }
 
