@@ -104,7 +104,7 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   [ -x "$venv/bin/python" ] || bash docs/peers/kvpress_venv.sh "$venv"
   mkdir -p "$out/peers"
   echo "[$(date -u +%H:%M:%S)] docs/peers/peers_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python docs/peers/peers_bench.py --accuracy-samples 4 --kvpress-venv "$venv" \
+  OMP_NUM_THREADS=1 flock "$lock" python docs/peers/peers_bench.py --accuracy-samples 2 --kvpress-venv "$venv" \
     --json "$out/peers/peers.json.partial" --markdown "$out/peers/peers.md"
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
