@@ -3,6 +3,8 @@
     .venv/bin/python docs/mutation.py --install     # once: mutmut (pinned) into this venv
     flock /tmp/snapkv-heavy.lock .venv/bin/python docs/mutation.py tasks engine pipeline generation
     .venv/bin/python docs/mutation.py --report      # docs/results/mutation/*.json -> docs/testing.md's table
+    .venv/bin/python docs/mutation.py engine --collect   # a run stopped part way: its JSON, unfinished = "not checked"
+    .venv/bin/python docs/mutation.py engine --resume    # later, on another machine: test only those
 
 Each module runs in a scratch copy of the tracked files (``--work``, default ``/tmp/snapkv-mutation/<module>``), so
 the work tree stays clean, against only the fast test files that exercise it (``MODULES`` below); mutmut further runs,
@@ -44,6 +46,8 @@ STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout
                        5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious", 36: "timeout",
                        37: "caught by type check", -11: "segfault", -9: "segfault", 152: "timeout",
                        255: "timeout", None: "not checked"}
+EXIT_CODE_BY_STATUS = {"killed": 1, "survived": 0, "timeout": 36, "no tests": 33, "skipped": 34, "suspicious": 35,
+                       "caught by type check": 37, "segfault": -11, "interrupted": 2}
 
 
 def install() -> None:
@@ -82,7 +86,8 @@ def setup_cfg(mutated: list[str], tests: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_module(name: str, work_root: Path, max_children: int, mutants: list[str], results: Path = RESULTS) -> dict:
+def run_module(name: str, work_root: Path, max_children: int, mutants: list[str], results: Path = RESULTS,
+               earlier_seconds: float = 0) -> dict:
     mutated, tests = MODULES[name]
     work = work_root / name
     scratch_copy(work)
@@ -93,8 +98,34 @@ def run_module(name: str, work_root: Path, max_children: int, mutants: list[str]
     print(f"[{name}] {' '.join(command)} in {work}", flush=True)
     with open(work / "mutmut.log", "w") as log:  # its progress spinner; the summary is printed below
         subprocess.run(command, cwd=work, env=environment, check=False, stdout=log, stderr=subprocess.STDOUT)
-    seconds = time.monotonic() - started
+    seconds = time.monotonic() - started + earlier_seconds
     return collect(name, work, seconds, max_children, results, only=mutants or None)
+
+
+def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
+    """Carry the statuses of an earlier, unfinished run of ``name`` (its ``<module>.json``, whose unfinished mutants
+    say "not checked") into a fresh scratch copy, so that the next ``mutmut run`` tests only those: a module too large
+    for one sitting is run over several. Refused when a mutated file or a test file differs from the commit the
+    earlier run recorded (mutant names and statuses would not carry over). Returns the earlier run's seconds."""
+    earlier = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
+    mutated, tests = MODULES[name]
+    changed = subprocess.run(["git", "diff", "--name-only", earlier["commit"], "--", *mutated, *tests], cwd=ROOT,
+                             check=True, capture_output=True, text=True).stdout.split()
+    if changed:
+        sys.exit(f"[{name}] cannot resume: changed since {earlier['commit'][:10]}: {', '.join(changed)}; run it anew")
+    count_mutants(name, work_root)  # the mutants and their meta files, as mutmut run would create them
+    carried = 0
+    for meta in (work_root / name / "mutants").rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        for mutant in data.get("exit_code_by_key", {}):
+            status = earlier["statuses"].get(mutant, "not checked")
+            if status != "not checked":
+                data["exit_code_by_key"][mutant] = EXIT_CODE_BY_STATUS[status]
+                carried += 1
+        meta.write_text(json.dumps(data))
+    print(f"[{name}] resumed: {carried} of {earlier['total']} mutants keep their status from "
+          f"{earlier['commit'][:10]}", flush=True)
+    return earlier["seconds"]
 
 
 def count_mutants(name: str, work_root: Path) -> dict[str, int]:
@@ -189,7 +220,9 @@ def table(results: Path = RESULTS) -> str:
         equal = sum(1 for mutant, status in statuses.items() if status == "survived" and mutant in equivalent)
         scored = len(statuses) - equal - counts.get("not checked", 0)
         score = f"{100 * (killed + timeout) / scored:.1f}%" if scored else "-"
-        rows.append(f"| {name} | {len(statuses)} | {killed} | {timeout} | {survived} | {equal} | {score} |")
+        unchecked = counts.get("not checked", 0)
+        total = f"{len(statuses)} ({unchecked} not checked yet)" if unchecked else str(len(statuses))
+        rows.append(f"| {name} | {total} | {killed} | {timeout} | {survived} | {equal} | {score} |")
     return "\n".join(rows)
 
 
@@ -215,6 +248,8 @@ def main() -> None:
     parser.add_argument("--mutants", nargs="*", default=[], help="only these mutants (names as mutmut gives them)")
     parser.add_argument("--survivors", action="store_true",
                         help="rerun the mutants the module's full run left alive (with --mutants: those too)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an unfinished run from the module's JSON (its \"not checked\" mutants only)")
     parser.add_argument("--collect", action="store_true",
                         help="only write the JSON from the scratch directory's finished run (with --mutants: a rerun)")
     args = parser.parse_args()
@@ -236,7 +271,8 @@ def main() -> None:
         if args.collect:
             collect(name, args.work / name, 0, args.max_children, args.results, only=mutants or None)
         else:
-            run_module(name, args.work, args.max_children, mutants, args.results)
+            earlier_seconds = resume(name, args.work, args.results) if args.resume else 0
+            run_module(name, args.work, args.max_children, mutants, args.results, earlier_seconds)
     if args.report:
         report()
 
