@@ -417,9 +417,26 @@ def peers_table(path: str) -> str:
     report = _load(path)
     versions = report["kvpress_environment"]
     ours = report["snapkv_cli"]
+    rows = report["rows"]
+    by_key = {(row["prompt"], row["label"], row["budget"]): row for row in rows}
+    prompts = list(dict.fromkeys(row["prompt"] for row in rows))
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
+    pairs = [("snapkv-cli full", "transformers (kvpress venv)", None)]
+    pairs += [(ours_label, "kvpress-ours", budget) for budget in budgets
+              for ours_label in ("snapkv-cli avgpool", "snapkv-cli")]
+
+    def matching(mine: str, theirs: str, budget: int | None, field: str) -> str:
+        same = sum(by_key[(p, mine, budget)][field] == by_key[(p, theirs, budget)][field] for p in prompts)
+        return f"{same}/{len(prompts)}"
+
+    suffix = {budget: f" {budget}" if budget else "" for _, _, budget in pairs}
+    agreement = [[mine + suffix[budget], theirs + suffix[budget], matching(mine, theirs, budget, "answer"),
+                  matching(mine, theirs, budget, "correct")] for mine, theirs, budget in pairs]
     return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
             f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
-            f"own environment.\n\n" + _docs_script("peers/peers_bench.py").markdown_summary(report["rows"]))
+            f"own environment.\n\n" + _docs_script("peers/peers_bench.py").markdown_summary(rows)
+            + "\nThe same prompts, answer by answer:\n\n"
+            + _table((["snapkv-cli", "peer", "identical answers", "same verdict"], agreement)))
 
 
 def prefill_table(path: str) -> str:
