@@ -35,10 +35,15 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 # module -> (files mutated, fast test files that exercise them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
-               ["tests/test_engine.py", "tests/test_scores_reference.py", "tests/test_generation.py"]),
+               ["tests/test_engine.py", "tests/test_scores_reference.py", "tests/test_policies.py",
+                "tests/test_generation.py", "tests/test_multi_question.py", "tests/test_pipeline.py",
+                "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation.py"],
                    ["tests/test_generation.py", "tests/test_multi_question.py", "tests/test_stopping.py"]),
-    "pipeline": (["snapkv_cli/pipeline.py"], ["tests/test_multi_question.py", "tests/test_doc_cache.py"]),
+    "pipeline": (["snapkv_cli/pipeline.py"],
+                 ["tests/test_pipeline.py", "tests/test_multi_question.py", "tests/test_doc_cache.py",
+                  "tests/test_doc_cache_robustness.py", "tests/test_cli.py", "tests/test_long_documents.py",
+                  "tests/test_stopping.py", "tests/test_batch.py"]),
     "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_tasks.py"]),
 }
 # mutmut's exit-code meanings, as its results command names them

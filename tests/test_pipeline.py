@@ -1,0 +1,209 @@
+"""``DocumentSession``'s contract beyond "the same answer as a separate run": what it reports, what it tells the
+user while it works, which options reach generation, and how it fails. Each test reads an observable effect (the
+report, the progress messages, the error's fields, the document cache's entry), not the session's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from transformers import PretrainedConfig
+
+import snapkv_cli.pipeline as pipeline
+from snapkv_cli.doc_cache import DocCache, export_prefix
+from snapkv_cli.documents import Document, Page
+from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.errors import PromptTooLong, UserError
+from snapkv_cli.generation import GenerationOptions
+from snapkv_cli.stopping import BASE_MODEL_STOP
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+DOCUMENT = Document("notes.txt", "text", (Page(1, "The lamp was lit at dusk. Duncan Hale oiled the clockwork. "
+                                                  "The coastguard code is K-4417, painted on the oil store. " * 4),))
+SNAPKV = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=48)
+H2O = CompressionSettings(method="h2o", window_size=8, max_capacity_prompt=48)
+FOUR = GenerationOptions(max_new_tokens=4)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_path):
+    from snapkv_cli.models.loader import load_model
+
+    return load_model(tiny_model_path, device="cpu")
+
+
+@pytest.fixture
+def session(template):
+    """A session factory: ``session(loaded, settings=SNAPKV, **options)``, four new tokens unless told."""
+
+    def make(loaded, settings=SNAPKV, **options):
+        options.setdefault("generation", FOUR)
+        return pipeline.DocumentSession(loaded, DOCUMENT, settings, template, **options)
+
+    return make
+
+
+def test_progress_names_each_step_with_its_token_count(loaded, tmp_path, session):
+    cache = DocCache(tmp_path)
+    messages: list[str] = []
+    first = session(loaded, doc_cache=cache, on_progress=messages.append)
+    answer = first.ask("What is the code?")
+    prefix, question = answer.prompt.prefix_length, answer.prompt.length - answer.prompt.prefix_length
+    assert messages == [f"Loading the document's cache ({prefix} tokens)...",
+                        f"Reading the document: {prefix} tokens...", "Saving the document's cache...",
+                        f"Prefill: {question} question tokens..."]
+
+    messages.clear()  # a new session finds the prefix on disk: nothing to read or save
+    session(loaded, doc_cache=cache, on_progress=messages.append).ask("What is the code?")
+    assert messages == [f"Loading the document's cache ({prefix} tokens)...", f"Prefill: {question} question tokens..."]
+
+    messages.clear()  # one question, nothing kept: the whole prompt in one pass
+    alone = session(loaded, share_prefix=False, on_progress=messages.append).ask("What is the code?")
+    assert messages == [f"Prefill: {alone.prompt.length} tokens..."]
+
+
+def test_the_report_names_the_model_and_times_within_the_wall_clock(loaded, session):
+    started = time.perf_counter()
+    answer = session(loaded).ask("Who oiled the clockwork?")
+    elapsed = time.perf_counter() - started
+    report = answer.report
+    assert (report.model, report.device, report.dtype) == (loaded.name, "cpu", "float32")
+    assert report.prefix.source == "prefill" and report.prefix.tokens == answer.prompt.prefix_length
+    assert 0 < report.prefix.seconds <= elapsed  # the prefix's own prefill: part of this call, never more
+
+    alone = session(loaded, share_prefix=False).ask("Who oiled the clockwork?")
+    assert alone.report.prefix.tokens == alone.prompt.prefix_length and alone.report.prefix.seconds == 0.0
+
+
+def test_the_document_cache_reports_the_bytes_it_stored_or_refused(loaded, tmp_path, session):
+    stored = session(loaded, doc_cache=DocCache(tmp_path / "roomy")).ask("What is the code?")
+    session_prefix = stored.prompt.input_ids[:stored.prompt.prefix_length]
+    info = stored.report.doc_cache
+    assert info.status == "stored" and info.bytes > 0
+
+    refusing = session(loaded, doc_cache=DocCache(tmp_path / "tiny", max_bytes=1))
+    refused = refusing.ask("What is the code?")
+    expected = sum(t.numel() * t.element_size() for t in export_prefix(refusing.prefix.cache, session_prefix).values())
+    assert refused.report.doc_cache.status == "not_stored" and refused.report.doc_cache.bytes == expected
+    assert info.bytes == Path(info.path).stat().st_size  # what the entry takes on disk
+
+
+def test_a_prefix_loaded_from_disk_serves_the_next_question_from_memory(loaded, tmp_path, session):
+    cache = DocCache(tmp_path)
+    session(loaded, doc_cache=cache).ask("What is the code?")
+    reader = session(loaded, doc_cache=cache)
+    sources = [reader.ask(question).report.prefix.source for question in ("What is the code?", "Who oiled it?")]
+    assert sources == ["disk", "memory"]
+
+
+def test_a_prefix_with_attention_sums_is_not_served_to_a_session_without_them(loaded, tmp_path, session):
+    cache = DocCache(tmp_path)
+    with_sums = session(loaded, H2O, doc_cache=cache).ask("What is the code?")
+    assert with_sums.report.doc_cache.status == "stored"
+    without = session(loaded, SNAPKV, doc_cache=cache, attention_sums=False).ask("What is the code?")
+    assert without.report.prefix.source == "prefill" and without.report.doc_cache.status == "stored"
+    assert session(loaded, SNAPKV, attention_sums=True).attention_sums is True  # asked for: kept
+
+
+def test_a_failed_prefix_leaves_the_session_usable(loaded, session, monkeypatch):
+    reader = session(loaded)
+    prompt = reader.build_prompt("What is the code?")
+    reader.prepare(prompt)
+
+    def failing(prefix_ids):
+        raise OSError("disk gone")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(reader, "_obtain", failing)
+        with pytest.raises(OSError):  # another prefix: the old one goes, the new one fails
+            reader.prepare(dataclasses.replace(prompt, prefix_length=prompt.prefix_length - 1))
+    assert reader.ask("What is the code?").report.prefix.source == "prefill"
+
+
+def test_ask_passes_its_callbacks_and_select_decodes_nothing(loaded, template, session):
+    prompts, pieces = [], []
+    answer = pipeline.ask(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR,
+                          on_prompt=prompts.append, on_text=pieces.append)
+    assert prompts == [answer.prompt] and answer.result.generated_ids
+    assert "".join(pieces).strip() == answer.result.answer.strip()
+
+    selected = pipeline.select(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR)
+    assert selected.result.generated_ids == [] and selected.prompt.input_ids == answer.prompt.input_ids
+    assert selected.result.cache.records.keys() == answer.result.cache.records.keys()
+    for layer, record in answer.result.cache.records.items():
+        assert selected.result.cache.records[layer].kept_positions.equal(record.kept_positions)
+    assert session(loaded).ask("What is the code?", generate=False).result.generated_ids == []
+
+
+def test_a_base_model_gets_the_completion_prompt_and_the_stop_rule(loaded, template, session):
+    from snapkv_cli.prompting import build_prompt
+
+    base = dataclasses.replace(loaded, base_model=True)
+    assert session(base).generation.stop_strings == BASE_MODEL_STOP.strings
+    mine = GenerationOptions(max_new_tokens=4, stop_strings=("END",))
+    assert session(base, generation=mine).generation.stop_strings == ("END",)  # the caller's rule stands
+    assert session(loaded).generation.stop_strings == ()  # an instruction-tuned model ends its answers itself
+    prompt = session(base).build_prompt("What is the code?")
+    assert prompt.input_ids == build_prompt(base.tokenizer, DOCUMENT, "What is the code?", template,
+                                            completion=True).input_ids
+    assert prompt.input_ids != session(loaded).build_prompt("What is the code?").input_ids
+
+
+def test_a_sliding_window_model_prefills_in_its_default_chunks(loaded, session):
+    from snapkv_cli.models.catalog import SLIDING_PREFILL_CHUNK, default_prefill_chunk
+
+    config = loaded.model.config
+    sliding = dataclasses.replace(loaded, name="a-local-sliding-model")
+    object.__setattr__(config, "layer_types", ["sliding_attention"] * config.num_hidden_layers)
+    try:
+        assert default_prefill_chunk(sliding.name, config) == SLIDING_PREFILL_CHUNK
+        assert session(sliding).generation.prefill_chunk == SLIDING_PREFILL_CHUNK
+        assert session(sliding, generation=GenerationOptions(prefill_chunk=64)).generation.prefill_chunk == 64
+    finally:
+        del config.layer_types
+    assert session(loaded).generation.prefill_chunk is None
+
+
+def test_an_unsupported_model_fails_with_the_reason(loaded, session):
+    foreign = dataclasses.replace(loaded, model=SimpleNamespace(config=SimpleNamespace(model_type="bert")))
+    with pytest.raises(UserError, match="model family 'bert' is not supported; supported families: "):
+        session(foreign)
+
+
+def test_a_prompt_too_long_names_its_numbers_and_a_model_that_holds_it(loaded, template, monkeypatch):
+    monkeypatch.setattr(loaded.model.config, "max_position_embeddings", 8192)
+    short = pipeline.DocumentSession(loaded, Document("x.txt", "text", (Page(1, "x"),)), SNAPKV, template)
+    around = short.build_prompt("Why?").length - 1  # the template's tokens (one "x" is one token here)
+    long_document = Document("long.txt", "text", (Page(1, "x" * (8160 - around)),))
+    reader = pipeline.DocumentSession(loaded, long_document, SNAPKV, template,
+                                      generation=GenerationOptions(max_new_tokens=64))
+    with pytest.raises(PromptTooLong) as caught:
+        reader.build_prompt("Why?")
+    error = caught.value
+    assert error.limit == 8192 - 64 and error.context == 8192 and error.model == loaded.name
+    assert 8192 - 64 < error.tokens <= 8192  # would fit the context, but not with the answer's room
+    assert error.alternative == ("gemma3-270m", 32768)  # prompt + answer need more than smollm2's 8192
+
+
+def test_a_fraction_budget_is_checked_against_the_questions_own_settings(loaded, session):
+    from snapkv_cli.engine.settings import BudgetTooSmall
+
+    reader = session(loaded)  # the session's budget is fine for this prompt
+    too_small = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=0.001)
+    with pytest.raises(BudgetTooSmall):
+        reader.ask("What is the code?", settings=too_small)
+    fraction = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=0.5)
+    assert reader.ask("What is the code?", settings=fraction).result.generated_ids
+
+
+def test_context_length_falls_back_to_the_tokenizer():
+    config = PretrainedConfig()
+    loaded = SimpleNamespace(model=SimpleNamespace(config=config), tokenizer=SimpleNamespace(model_max_length=777))
+    assert pipeline.context_length(loaded) == 777
+    config.max_position_embeddings = 512
+    assert pipeline.context_length(loaded) == 512
