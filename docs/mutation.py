@@ -36,9 +36,10 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
                ["tests/test_engine.py", "tests/test_settings.py", "tests/test_families.py", "tests/test_hooks.py",
-                "tests/test_prefix_state.py", "tests/test_doc_cache.py", "tests/test_scores_reference.py",
-                "tests/test_policies.py", "tests/test_generation.py", "tests/test_multi_question.py",
-                "tests/test_pipeline.py", "tests/test_stopping.py"]),
+                "tests/test_masking.py", "tests/test_pooling.py", "tests/test_prefix_state.py",
+                "tests/test_doc_cache.py", "tests/test_scores_reference.py", "tests/test_policies.py",
+                "tests/test_generation.py", "tests/test_multi_question.py", "tests/test_pipeline.py",
+                "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation.py"],
                    ["tests/test_generation.py", "tests/test_multi_question.py", "tests/test_stopping.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"],
