@@ -20,6 +20,7 @@ from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.stopping import BASE_MODEL_STOP
+from tests.helpers import recorded_forwards
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -132,7 +133,10 @@ def test_ask_passes_its_callbacks_and_select_decodes_nothing(loaded, template, s
     assert prompts == [answer.prompt] and answer.result.generated_ids
     assert "".join(pieces).strip() == answer.result.answer.strip()
 
-    selected = pipeline.select(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR)
+    seen = []
+    selected = pipeline.select(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR,
+                               on_prompt=seen.append)
+    assert seen == [selected.prompt]  # select passes ask's options on
     assert selected.result.generated_ids == [] and selected.prompt.input_ids == answer.prompt.input_ids
     assert selected.result.cache.records.keys() == answer.result.cache.records.keys()
     for layer, record in answer.result.cache.records.items():
@@ -195,8 +199,9 @@ def test_a_fraction_budget_is_checked_against_the_questions_own_settings(loaded,
 
     reader = session(loaded)  # the session's budget is fine for this prompt
     too_small = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=0.001)
-    with pytest.raises(BudgetTooSmall):
+    with recorded_forwards(loaded.model) as forwards, pytest.raises(BudgetTooSmall):
         reader.ask("What is the code?", settings=too_small)
+    assert forwards == []  # refused before any prefill
     fraction = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=0.5)
     assert reader.ask("What is the code?", settings=fraction).result.generated_ids
 
