@@ -104,6 +104,10 @@ def main() -> None:
         length, chunk = (int(part) for part in args.one.split(":"))
         print(json.dumps(measure(length, chunk or None, args.model)), flush=True)
         return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from snapkv_cli.bench.provenance import provenance, run_start
+
+    start = run_start()
     rows = []
     for run in args.runs.split(","):
         proc = subprocess.run([sys.executable, __file__, "--one", run, "--model", args.model],
@@ -116,7 +120,9 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"runs": rows}, indent=1) + "\n", encoding="utf-8")
+        report = {"schema_version": 2, "kind": "long_memory", "args": vars(args) | {"out": str(args.out)},
+                  "provenance": provenance(None, start), "runs": rows}
+        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
-#                                                  # niah peers
+#                                                  # niah peers longmem
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -99,6 +99,13 @@ prefill() {  # the prefill of snapkv ask against plain transformers, fresh proce
   mv "$out/prefill.json.partial" "$out/prefill.json"
 }
 
+longmem() {  # where the prefill's peak comes from with gemma3-270m at 8k and 32k tokens, one thread (about 5 min)
+  echo "[$(date -u +%H:%M:%S)] docs/long_memory_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python docs/long_memory_bench.py --runs 8192:0,8192:2048,32768:2048 \
+    --out "$out/long_memory.json.partial"
+  mv "$out/long_memory.json.partial" "$out/long_memory.json"
+}
+
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
   local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
   [ -x "$venv/bin/python" ] || bash docs/peers/kvpress_venv.sh "$venv"
@@ -109,6 +116,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem}"; do
   for name in $part; do "$name"; done
 done

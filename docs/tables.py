@@ -412,6 +412,22 @@ def batch_table(path: str) -> str:
         f"ray {report['correct']['ray']} of {questions}.\n")
 
 
+def long_memory_table(path: str) -> str:
+    """``docs/long_memory_bench.py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
+    mib = 2**20
+    rows = []
+    for run in _load(path)["runs"]:
+        others = run["peak_above_loaded"] - run["largest_mask_bytes_with_float_copy"] - run["kv_deferred"]
+        rows.append([f"{run['length']:,}", f"{run['chunk']:,}" if run["chunk"] else "one pass",
+                     f"{run['prefill_s']:.0f}", f"{run['peak'] / mib:,.0f}", f"{run['rss_loaded'] / mib:,.0f}",
+                     f"{run['weights'] / mib:,.0f}", f"{run['peak_above_loaded'] / mib:,.0f}",
+                     f"{run['largest_mask_bytes_with_float_copy'] / mib:,.0f}", f"{run['kv_deferred'] / mib:,.0f}",
+                     f"{others / mib:,.0f}", f"{run['kv_stored'] / mib:,.1f}"])
+    return _table((["tokens", "prefill chunk", "prefill s", "peak RSS MiB", "loaded MiB", "of which weights",
+                    "peak above loaded", "largest mask (bool + float copy)", "global KV held until the last chunk",
+                    "rest (activations, allocator)", "KV kept MiB"], rows))
+
+
 def peers_table(path: str) -> str:
     """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
     report = _load(path)
@@ -485,6 +501,7 @@ GENERATORS = {
     "peers-table": peers_table,
     "batch-table": batch_table,
     "prefill-table": prefill_table,
+    "long-memory-table": long_memory_table,
 }
 
 
