@@ -67,3 +67,14 @@ def test_a_head_that_needs_nothing_computes_nothing_and_the_next_still_does():
     found = second_stage(scores, values, weights, eligible, torch.tensor([[0, 2]]), 0.01)
     assert not bool(torch.isfinite(found[0, 0]).any())
     assert int(torch.isfinite(found[0, 1]).sum()) >= 2
+
+
+def test_critical_ranking_refuses_a_layer_without_values_or_output_projection():
+    from types import SimpleNamespace
+
+    from snapkv_cli.engine.policies.criticalkv import critical_ranking
+
+    for missing in ({"values": None, "output_projection": torch.zeros(2, 2)},
+                    {"values": torch.zeros(1, 1, 4, 2), "output_projection": None}):
+        with pytest.raises(ValueError, match=r"^CriticalKV needs the layer's values and output projection$"):
+            critical_ranking(SimpleNamespace(**missing), torch.zeros(1, 1, 4), torch.tensor([[2]]), 0.01)

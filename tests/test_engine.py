@@ -261,8 +261,10 @@ def test_unprepared_model_is_a_clear_error():
 
     model = tiny_model("qwen2")
     unprepare(model)
-    with pytest.raises(RuntimeError, match="prepare"), torch.no_grad():
+    with pytest.raises(RuntimeError) as caught, torch.no_grad():
         model(prompt_ids(20), past_key_values=SnapKVCache(4, 10), use_cache=True)
+    assert str(caught.value) == ("SnapKVCache got keys without the layer's hidden states: call "
+                                 "snapkv_cli.prepare(model) once before running the model with this cache")
 
 
 def test_unsupported_family_names_the_supported_ones():

@@ -66,6 +66,11 @@ def test_mixed_arguments_and_no_mask_of_its_own(attention):
     args, kwargs = _attention_pre_hook(attention, (hidden, embeddings), {"attention_mask": MODEL_MASK, "cache": cache})
     assert cache.observed == [(attention, hidden, embeddings)] and cache.mask_requests[0][2] is MODEL_MASK
     assert args == (hidden, embeddings) and kwargs["attention_mask"] is CACHE_MASK
+    cache = RecordingCache(CACHE_MASK)  # a third positional argument, but the mask given by keyword: that one counts
+    args, kwargs = _attention_pre_hook(attention, (hidden, embeddings, "third"),
+                                       {"attention_mask": MODEL_MASK, "cache": cache})
+    assert cache.mask_requests[0][2] is MODEL_MASK
+    assert args == (hidden, embeddings, "third") and kwargs["attention_mask"] is CACHE_MASK
 
 
 def test_another_cache_leaves_the_call_alone(attention):

@@ -51,11 +51,11 @@ def test_a_compressed_cache_is_neither_exported_nor_forked():
     cache = SnapKVCache(settings=SNAPKV)
     with attached(model), torch.inference_mode():
         prefill(model, prompt_ids(40)[0].tolist(), cache)
-    with pytest.raises(ValueError, match=re.escape(
-            "only an uncompressed prefix (filled inside deferred()) has a prefix state")):
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "only an uncompressed prefix (filled inside deferred()) has a prefix state") + "$"):
         cache.prefix_state()
-    with pytest.raises(ValueError, match=re.escape(
-            "only an uncompressed prefix (filled inside deferred()) can be forked")):
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "only an uncompressed prefix (filled inside deferred()) can be forked") + "$"):
         cache.fork()
 
 
