@@ -156,8 +156,8 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
             only: list[str] | None = None) -> dict:
     """Every mutant's status and every non-killed mutant's diff, from mutmut's ``mutants/*.meta`` files.
 
-    ``only``: a rerun of these mutants (after new tests): the result holds just them and goes to
-    ``<module>.rerun.json``, which :func:`module_statuses` lays over the full run's ``<module>.json``.
+    ``only``: a rerun of these mutants (after new tests): their statuses go to ``<module>.rerun.json``, over those of
+    an earlier rerun, and :func:`module_statuses` lays that file over the full run's ``<module>.json``.
     """
     statuses: dict[str, str] = {}
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
@@ -172,6 +172,13 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
             others[mutant] = {"status": status, "diff": shown.stdout.strip()}
     mutated, tests = MODULES[name]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    earlier = results / f"{name}.rerun.json"
+    if only and earlier.exists():  # an earlier rerun's statuses stand for the mutants this one did not test again
+        before = json.loads(earlier.read_text(encoding="utf-8"))
+        statuses = {**before["statuses"], **statuses}
+        others = {**{mutant: entry for mutant, entry in before["not_killed"].items() if mutant not in only},
+                  **others}
+        seconds += before["seconds"]
     result = {"module": name, "mutated": mutated, "tests": tests, "mutmut": MUTMUT, "commit": commit,
               "max_children": max_children, "seconds": round(seconds), "total": len(statuses),
               "counts": _counts(statuses), "statuses": dict(sorted(statuses.items())), "not_killed": others}
