@@ -158,19 +158,16 @@ def test_a_base_model_gets_the_completion_prompt_and_the_stop_rule(loaded, templ
     assert prompt.input_ids != session(loaded).build_prompt("What is the code?").input_ids
 
 
-def test_a_sliding_window_model_prefills_in_its_default_chunks(loaded, session):
+def test_a_sliding_window_model_prefills_in_its_default_chunks(loaded, session, monkeypatch):
     from snapkv_cli.models.catalog import SLIDING_PREFILL_CHUNK, default_prefill_chunk
 
+    assert session(loaded).generation.prefill_chunk is None  # no sliding layers: one pass
     config = loaded.model.config
     sliding = dataclasses.replace(loaded, name="a-local-sliding-model")
-    object.__setattr__(config, "layer_types", ["sliding_attention"] * config.num_hidden_layers)
-    try:
-        assert default_prefill_chunk(sliding.name, config) == SLIDING_PREFILL_CHUNK
-        assert session(sliding).generation.prefill_chunk == SLIDING_PREFILL_CHUNK
-        assert session(sliding, generation=GenerationOptions(prefill_chunk=64)).generation.prefill_chunk == 64
-    finally:
-        del config.layer_types
-    assert session(loaded).generation.prefill_chunk is None
+    monkeypatch.setattr(config, "layer_types", ["sliding_attention"] * config.num_hidden_layers, raising=False)
+    assert default_prefill_chunk(sliding.name, config) == SLIDING_PREFILL_CHUNK
+    assert session(sliding).generation.prefill_chunk == SLIDING_PREFILL_CHUNK
+    assert session(sliding, generation=GenerationOptions(prefill_chunk=64)).generation.prefill_chunk == 64
 
 
 def test_an_unsupported_model_fails_with_the_reason(loaded, session):
