@@ -428,6 +428,18 @@ def long_memory_table(path: str) -> str:
                     "rest (activations, allocator)", "KV kept MiB"], rows))
 
 
+def batch_readme(path: str) -> str:
+    """The README's sentence on ``snapkv batch``'s speed, from ``batch_bench.py``'s JSON."""
+    report = _load(path)
+    wall, same = report["wall_s"], report["same_answers_as_loop"]
+    questions = report["documents"] * len(report["questions"])
+    identical = "all with the same" if same["batch"] == same["ray"] == questions else "with"
+    return (f"a shell loop of `snapkv ask -Q x{len(report['questions'])}` per document took {wall['loop']:.0f} s, one "
+            f"`snapkv batch` {wall['batch']:.0f} s ({wall['loop'] / wall['batch']:.1f}x: one start-up and model load "
+            f"instead of {report['documents']}), `snapkv batch --ray --workers 2` {wall['ray']:.0f} s "
+            f"({wall['loop'] / wall['ray']:.1f}x), {identical} {questions} answers.\n")
+
+
 def peers_table(path: str) -> str:
     """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
     report = _load(path)
@@ -500,6 +512,7 @@ GENERATORS = {
     "niah-table": niah_table,
     "peers-table": peers_table,
     "batch-table": batch_table,
+    "batch-readme": batch_readme,
     "prefill-table": prefill_table,
     "long-memory-table": long_memory_table,
 }
