@@ -101,7 +101,7 @@ prefill() {  # the prefill of snapkv ask against plain transformers, fresh proce
 
 longmem() {  # where the prefill's peak comes from with gemma3-270m at 8k and 32k tokens, one thread (about 5 min)
   echo "[$(date -u +%H:%M:%S)] docs/long_memory_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python docs/long_memory_bench.py --runs 8192:0,8192:2048,32768:2048 \
+  OMP_NUM_THREADS=1 flock "$lock" python docs/long_memory_bench.py --runs 8192:0,8192:2048,32768:2048,32768:1024 \
     --out "$out/long_memory.json.partial"
   mv "$out/long_memory.json.partial" "$out/long_memory.json"
 }
