@@ -51,3 +51,15 @@ def test_settings_or_values_not_both():
     with pytest.raises(ValueError, match=re.escape(
             "pass either settings or individual values (window_size, max_capacity_prompt), not both")):
         SnapKVCache(4, 10, settings=CompressionSettings())
+
+
+def test_a_compressed_layer_records_its_index_capacity_and_sizes():
+    settings = CompressionSettings(method="snapkv", window_size=4, max_capacity_prompt=12)
+    model, cache = filled(settings, 30)
+    config = model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    for index, record in cache.records.items():
+        assert record.layer == index and record.capacity == 12 and record.prompt_length == 30 and record.compressed
+        assert record.kept_positions.shape == (1, config.num_key_value_heads, 12)
+        assert record.bytes_before == 2 * config.num_key_value_heads * 30 * head_dim * 4
+        assert record.bytes_after == 2 * config.num_key_value_heads * 12 * head_dim * 4
