@@ -104,7 +104,6 @@ def main() -> None:
         length, chunk = (int(part) for part in args.one.split(":"))
         print(json.dumps(measure(length, chunk or None, args.model)), flush=True)
         return
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from snapkv_cli.bench.provenance import provenance, run_start
 
     start = run_start()

@@ -55,8 +55,8 @@ STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout
                        5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious", 36: "timeout",
                        37: "caught by type check", -11: "segfault", -9: "segfault", 152: "timeout",
                        255: "timeout", None: "not checked"}
-EXIT_CODE_BY_STATUS = {"killed": 1, "survived": 0, "timeout": 36, "no tests": 33, "skipped": 34, "suspicious": 35,
-                       "caught by type check": 37, "segfault": -11, "interrupted": 2}
+# a status back to an exit code that means it (the first listed), to carry statuses into a resumed run
+EXIT_CODE_BY_STATUS = {status: code for code, status in reversed(STATUS_BY_EXIT_CODE.items()) if code is not None}
 
 
 def install() -> None:

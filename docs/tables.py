@@ -20,6 +20,7 @@ whose JSON is not committed yet says so in words (:func:`not_run`), never with n
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -380,8 +381,9 @@ def niah_table(path: str) -> str:
     return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
 
 
+@functools.cache
 def _docs_script(relative: str):
-    """A script under ``docs/`` imported as a module (its functions only: each runs its work under ``main()``)."""
+    """A script under ``docs/`` imported as a module, once (its functions only: each runs its work under ``main()``)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(Path(relative).stem, DOCS / relative)

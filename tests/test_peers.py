@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / "docs" / "peers" / "kvpress_runner.py"
 
 
-def _runner_module():
-    spec = importlib.util.spec_from_file_location("kvpress_runner", RUNNER)
+def _module(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines functions only: torch and kvpress are imported in main()
+    spec.loader.exec_module(module)  # defines functions only: torch, kvpress and the model load run in main()
     return module
 
 
@@ -31,24 +31,17 @@ def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
 
 @pytest.mark.parametrize("tokens", [100, 877, 2048, 4011, 8100])
 def test_a_token_budget_becomes_the_ratio_that_keeps_exactly_it(tokens):
-    runner = _runner_module()
+    runner = _module(RUNNER)
     for kept in range(40, tokens + 50, 7):
         ratio = runner.compression_ratio(tokens, kept)
         assert 0 <= ratio < 1
         assert runner.kept_by_kvpress(tokens, ratio) == min(kept, tokens)
 
 
-def _bench_module():
-    spec = importlib.util.spec_from_file_location("peers_bench", ROOT / "docs" / "peers" / "peers_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(tokenizer, template):
     from snapkv_cli.bench.tasks import NEW_TOKENS, make_tasks
 
-    bench = _bench_module()
+    bench = _module(ROOT / "docs" / "peers" / "peers_bench.py")
     args = argparse.Namespace(niah_lengths="", niah_depths="0", accuracy_lengths="1500",
                               accuracy_tasks="single_needle,multi_key", accuracy_samples=2, accuracy_new_tokens=None)
     prompts = bench.build_prompts(tokenizer, args, context_tokens=4096)

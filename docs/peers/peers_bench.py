@@ -70,9 +70,9 @@ def build_prompts(tokenizer, args, context_tokens: int) -> list[dict]:
                 document = Document(task.seed, "text", (Page(1, task.document),))
                 prompt = build_prompt(tokenizer, document, task.question, template)
                 prompts.append({"id": f"{task_kind}-{length}-{sample}", "kind": "accuracy", "task": task_kind,
-                                "length": length, "sample": sample, "seed": task.seed, "answers": list(task.answers),
-                                "task_object": task, "input_ids": prompt.input_ids,
-                                "prefix_length": prompt.prefix_length, "max_new_tokens": new_tokens})
+                                "length": length, "sample": sample, "task_object": task,
+                                "input_ids": prompt.input_ids, "prefix_length": prompt.prefix_length,
+                                "max_new_tokens": new_tokens})
     return prompts
 
 
