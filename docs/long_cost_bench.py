@@ -100,9 +100,12 @@ def configurations(lengths: list[int], budgets: list[int]) -> list[tuple[int, st
 def run_all(args) -> None:
     lengths = [int(x) for x in args.lengths.split(",")]
     budgets = [int(x) for x in args.budgets.split(",")]
-    done = []
-    if args.out and args.out.exists():  # resume: keep what an interrupted run finished
-        done = json.loads(args.out.read_text(encoding="utf-8"))["runs"]
+    from snapkv_cli.bench.provenance import provenance, run_start
+
+    start, done = run_start(), []
+    if args.out and args.out.exists():  # resume: keep what an interrupted run finished (and when it began)
+        previous = json.loads(args.out.read_text(encoding="utf-8"))
+        start, done = previous["provenance"], previous["runs"]
     finished = {(row["length"], row["method"], row["budget"]) for row in done}
     for length, method, budget in configurations(lengths, budgets):
         if (length, method, budget) in finished:
@@ -122,8 +125,9 @@ def run_all(args) -> None:
         print(json.dumps(row), flush=True)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"command": " ".join(sys.argv), "runs": done}, indent=1) + "\n",
-                                encoding="utf-8")
+            report = {"schema_version": 2, "kind": "long_cost", "args": vars(args) | {"out": str(args.out)},
+                      "provenance": provenance(None, start), "runs": done}
+            args.out.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:
