@@ -38,7 +38,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                ["tests/test_engine.py", "tests/test_settings.py", "tests/test_families.py", "tests/test_hooks.py",
                 "tests/test_masking.py", "tests/test_pooling.py", "tests/test_prefix_state.py",
                 "tests/test_criticalkv_stages.py", "tests/test_cache_records.py", "tests/test_chunk_ranking.py",
-                "tests/test_buffered_layer.py",
+                "tests/test_buffered_layer.py", "tests/test_devices.py",
                 "tests/test_doc_cache.py", "tests/test_scores_reference.py", "tests/test_policies.py",
                 "tests/test_generation.py", "tests/test_multi_question.py", "tests/test_pipeline.py",
                 "tests/test_stopping.py"]),

@@ -4,11 +4,15 @@ its summary when it holds nothing yet: the numbers every report is built from.""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
+from snapkv_cli.engine import cache as cache_module
+from snapkv_cli.engine.layers import BufferedLayer
 from snapkv_cli.generation import prefill
 from tests.tiny_models import prompt_ids, tiny_model
 
@@ -63,3 +67,46 @@ def test_a_compressed_layer_records_its_index_capacity_and_sizes():
         assert record.kept_positions.shape == (1, config.num_key_value_heads, 12)
         assert record.bytes_before == 2 * config.num_key_value_heads * 30 * head_dim * 4
         assert record.bytes_after == 2 * config.num_key_value_heads * 12 * head_dim * 4
+
+
+def test_selection_time_adds_up_over_the_layers(monkeypatch):
+    """Each layer's selection is timed from one clock reading to the next: with a clock that advances one second a
+    reading, the total is one second per compressed layer (not the last layer's alone)."""
+    readings = iter(range(1000))
+    monkeypatch.setattr(cache_module, "time", SimpleNamespace(perf_counter=lambda: float(next(readings))))
+    model, cache = filled(CompressionSettings(method="snapkv", window_size=4, max_capacity_prompt=12), 30)
+    assert all(record.compressed for record in cache.records.values())
+    assert cache.selection_seconds == len(cache.records) == model.config.num_hidden_layers
+
+
+def test_update_hands_transformers_its_extra_arguments_and_buffers_layers_it_adds(monkeypatch):
+    """Whatever the attention passes beyond the states and layer (cache_kwargs, positionally or by keyword) reaches
+    transformers' DynamicCache.update; a layer added on the way is a BufferedLayer (decoded tokens written in place)."""
+    seen, update = [], DynamicCache.update
+
+    def spy(self, key_states, value_states, layer_idx, *args, **kwargs):
+        seen.append((layer_idx, args, kwargs))
+        return update(self, key_states, value_states, layer_idx, *args, **kwargs)
+
+    monkeypatch.setattr(DynamicCache, "update", spy)
+    cache, states = SnapKVCache(4, 10), torch.zeros(1, 2, 5, 8)
+    for call in ((0, {"position": 1}), (1,)):
+        kwargs = {} if len(call) == 2 else {"cache_kwargs": {"position": 2}}
+        with pytest.raises(RuntimeError, match=re.escape("call snapkv_cli.prepare(model)")):  # not prepared
+            cache.update(states, states, *call, **kwargs)
+    assert seen == [(0, ({"position": 1},), {}), (1, (), {"cache_kwargs": {"position": 2}})]
+    assert [type(layer) for layer in cache.layers] == [BufferedLayer, BufferedLayer]
+
+
+def test_binding_a_config_leaves_a_cache_that_already_holds_layers_alone():
+    model = tiny_model("llama")
+    cache, states = SnapKVCache(4, 10), torch.ones(1, 2, 5, 8)
+    with pytest.raises(RuntimeError):
+        cache.update(states, states, 0)
+    layers = list(cache.layers)
+    cache.bind_config(model.config)
+    assert cache.layers == layers and torch.equal(cache.layers[0].keys, states)
+    fresh = SnapKVCache(4, 10)
+    fresh.bind_config(model.config)  # an empty cache is laid out as the model's config says
+    assert len(fresh.layers) == model.config.num_hidden_layers
+    assert all(type(layer) is BufferedLayer for layer in fresh.layers)

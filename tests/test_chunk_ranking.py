@@ -24,3 +24,18 @@ def test_chunks_rank_by_summed_votes_and_tokens_within_by_their_own():
 def test_an_all_zero_head_keeps_its_chunk_order_without_dividing_by_zero():
     ranking = chunk_ranking(torch.zeros(1, 1, 6), prefix_length=6, chunk_size=2)
     assert ranking[0, 0].tolist() == [3.0, 3.0, 2.0, 2.0, 1.0, 1.0]
+
+
+def test_many_tied_chunks_keep_their_order():
+    """Past about a hundred elements an unstable sort reorders ties: the order must stay earliest chunk first."""
+    ranking = chunk_ranking(torch.ones(1, 2, 300), prefix_length=296, chunk_size=2)
+    standing = ranking[..., :296:2].floor()
+    assert standing[0, 0].tolist() == list(range(148, 0, -1)) and torch.equal(standing[0, 0], standing[0, 1])
+
+
+def test_a_short_last_chunk_is_scaled_in_double_precision():
+    """Three votes of 1 in a last chunk of 3 (of chunk size 10) are worth exactly 10, one full chunk's worth of ones:
+    more than a full chunk a billionth short of that (a single-precision scale, 10/3 rounded, would make it less)."""
+    votes = torch.tensor([[[1.0] * 9 + [1.0 - 1e-9] + [1.0] * 3 + [0.0] * 2]], dtype=torch.float64)
+    ranking = chunk_ranking(votes, prefix_length=13, chunk_size=10)
+    assert ranking[0, 0, 10:13].floor().tolist() == [2.0] * 3 and ranking[0, 0, :10].floor().tolist() == [1.0] * 10

@@ -120,14 +120,17 @@ def test_tova_keeps_one_selection_per_layer():
         assert torch.equal(record.kept_positions[0, 0], record.kept_positions[0, 1])
 
 
-def test_h2o_scores_are_attention_summed_over_all_queries():
-    model = prepare(tiny_model("llama", "eager"))
+@pytest.mark.parametrize("family", ["llama", "gemma2"])  # Gemma 2: the sums of soft-capped attention
+def test_h2o_scores_are_attention_summed_over_all_queries(family):
+    model = prepare(tiny_model(family, "eager"))
     input_ids = prompt_ids(70, seed=4)
     cache = SnapKVCache(settings=CompressionSettings(method="h2o", window_size=4, max_capacity_prompt=30,
                                                      gqa_aggregation="mean", query_block_size=16))
     with torch.no_grad():
         output = model(input_ids, past_key_values=cache, use_cache=True, output_attentions=True)
-    for layer_idx, record in cache.records.items():
+    scored = {layer_idx: record for layer_idx, record in cache.records.items() if not record.sliding}
+    assert len(scored) >= 2
+    for layer_idx, record in scored.items():
         attentions = output.attentions[layer_idx][0]  # (heads, queries, keys)
         expected = attentions.sum(dim=1).reshape(2, 3, -1).mean(dim=1)
         torch.testing.assert_close(record.scores[0], expected.float(), atol=1e-5, rtol=1e-5)
@@ -179,6 +182,7 @@ def test_sliding_layer_is_recorded_as_it_is_stored():
     sliding = cache.records[1]
     stored = cache.layers[1].keys.shape[2]
     assert sliding.sliding and not sliding.compressed and stored < 100
+    assert sliding.capacity == 100  # nothing was budgeted: its capacity is the prompt it was given
     assert sliding.kept_positions[0].tolist() == [list(range(100 - stored, 100))] * 2
     assert torch.equal(cache.layers[1].keys, full.layers[1].keys[:, :, 100 - stored:])
     assert (sliding.bytes_before, sliding.bytes_after) == (stored * per_token, stored * per_token)

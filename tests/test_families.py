@@ -8,7 +8,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from snapkv_cli.engine.families import attention_scaling, check_supported, is_attention_module, is_sliding_layer
+from snapkv_cli.engine.families import (
+    attention_scaling,
+    check_supported,
+    is_attention_module,
+    is_sliding_layer,
+    output_projection,
+)
 
 
 def module(config, layer_idx=0, **attributes):
@@ -46,3 +52,14 @@ def test_attention_scaling_is_the_modules_own_or_the_inverse_square_root_of_the_
 def test_a_config_without_a_family_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^model family None is not supported; supported families: "):
         check_supported(SimpleNamespace())
+
+
+def test_the_output_projection_is_o_projs_weight_or_none():
+    from torch import nn
+
+    attention = nn.Module()
+    assert output_projection(attention) is None  # no o_proj at all
+    attention.o_proj = nn.Identity()
+    assert output_projection(attention) is None  # an o_proj without a weight
+    attention.o_proj = nn.Linear(6, 4, bias=False)
+    assert output_projection(attention) is attention.o_proj.weight

@@ -73,6 +73,26 @@ def test_mixed_arguments_and_no_mask_of_its_own(attention):
     assert args == (hidden, embeddings, "third") and kwargs["attention_mask"] is CACHE_MASK
 
 
+def test_exactly_three_positional_arguments_carry_the_mask(attention):
+    hidden, embeddings = torch.zeros(1, 3, 8), ("cos", "sin")
+    cache = RecordingCache(CACHE_MASK)
+    args, kwargs = _attention_pre_hook(attention, (hidden, embeddings, MODEL_MASK), {"cache": cache})
+    assert cache.mask_requests[0][2] is MODEL_MASK
+    assert args == (hidden, embeddings, CACHE_MASK) and "attention_mask" not in kwargs
+
+
+def test_arguments_left_to_their_defaults_are_none(attention):
+    """Llama's and Gemma's attention give position_embeddings and attention_mask defaults: a call may omit them."""
+    hidden, embeddings = torch.zeros(1, 3, 8), ("cos", "sin")
+    cache = RecordingCache(None)
+    assert _attention_pre_hook(attention, (hidden,), {"cache": cache}) is None
+    assert cache.observed == [(attention, hidden, None)] and cache.mask_requests[0][2] is None
+    cache = RecordingCache(CACHE_MASK)
+    args, kwargs = _attention_pre_hook(attention, (hidden, embeddings), {"cache": cache})
+    assert cache.observed == [(attention, hidden, embeddings)] and cache.mask_requests[0][2] is None
+    assert args == (hidden, embeddings) and kwargs["attention_mask"] is CACHE_MASK
+
+
 def test_another_cache_leaves_the_call_alone(attention):
     assert _attention_pre_hook(attention, (torch.zeros(1, 2, 8),), {"past_key_values": object()}) is None
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
 from snapkv_cli.engine.masking import CompressedLayerMask
+from snapkv_cli.generation import prefill
+from tests.tiny_models import prompt_ids, tiny_model
 
 
 def visible(mask: torch.Tensor) -> torch.Tensor:
@@ -52,3 +55,17 @@ def test_every_query_count_gets_one_row_per_query(query_length):
     assert mask.shape == (1, 2, query_length, 8)
     expected = layer.allowed(query_length, 8, torch.device("cpu"))
     assert torch.equal(visible(mask), expected)
+
+
+def test_a_compressed_layer_keeps_the_models_mask_when_it_fits_its_length():
+    """After uniform compression every layer holds 12 tokens: a decoding step's model mask over 13 keys fits and is
+    kept (None: nothing to replace); a mask sized for another length is replaced by a causal one of the layer's own."""
+    model = tiny_model("llama", "eager")
+    cache = SnapKVCache(settings=CompressionSettings(method="snapkv", window_size=4, max_capacity_prompt=12))
+    with attached(model), torch.no_grad():
+        prefill(model, prompt_ids(30)[0].tolist(), cache)
+    cpu = torch.device("cpu")
+    assert cache.attention_mask(0, 1, torch.zeros(1, 1, 1, 13), torch.float32, cpu) is None
+    assert cache.attention_mask(0, 1, None, torch.float32, cpu) is None
+    own = cache.attention_mask(0, 1, torch.zeros(1, 1, 1, 31), torch.float32, cpu)
+    assert own.shape == (1, 1, 1, 13) and bool((own == 0).all())

@@ -120,6 +120,15 @@ def test_adakv_splits_the_layer_budget_by_one_top_k_over_heads_with_a_floor(floo
     assert uneven, "the tiny model should give its heads different budgets somewhere"
 
 
+def test_a_floor_of_one_token_still_reaches_a_head_that_no_vote_favours():
+    from snapkv_cli.engine.allotment import head_prefix_budgets
+
+    scores = torch.tensor([[[1.0] * 10, [0.0] * 10]])  # head 1 would get nothing from one top-k over both heads
+    assert head_prefix_budgets(scores, 5, "adaptive", floor=0.2).tolist() == [[9, 1]]  # floor: int(0.2 * 5) = 1
+    assert head_prefix_budgets(scores, 5, "adaptive", floor=0.0).tolist() == [[10, 0]]
+    assert head_prefix_budgets(scores, 5, "uniform", floor=0.2).tolist() == [[5, 5]]
+
+
 def test_adaptive_heads_combine_with_pyramid_layers():
     cache, attentions, _, model = run("adakv", layer_budgets="pyramid")
     kv_heads = model.config.num_key_value_heads
@@ -156,6 +165,8 @@ def test_defensivekv_keeps_by_worst_case_votes_with_a_prior_floor_on_ada_critica
         worst = torch.stack(worst).reshape(kv_heads, -1, PREFIX).amax(dim=1)
         corrected = torch.stack([head.clamp(min=float(head.mean())) for head in worst])
         torch.testing.assert_close(record.scores[0, :, :PREFIX].double(), corrected, atol=1e-6, rtol=1e-5)
+        window_keys = rows[..., PREFIX:].reshape(kv_heads, -1, WINDOW).amax(dim=1)  # each window key's largest vote
+        torch.testing.assert_close(record.scores[0, :, PREFIX:].double(), window_keys, atol=1e-6, rtol=1e-5)
         counts = adaptive_budgets(corrected, budget)
         assert (record.kept_per_head()[0] - WINDOW).tolist() == counts
         norms = projected_norms(values[layer], model, layer)

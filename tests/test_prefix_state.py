@@ -89,3 +89,10 @@ def test_a_cache_whose_every_layer_slides_was_never_compressed_and_forks():
         prefill(model, prompt_ids(40)[0].tolist(), cache)
     assert cache.records and all(record.sliding for record in cache.records.values())
     assert cache.fork().get_seq_length() == 40  # nothing was compressed: the whole prompt continues
+
+
+def test_a_cache_laid_out_but_never_filled_has_no_prefix_to_export():
+    cache = SnapKVCache(settings=SNAPKV, config=tiny_model("llama").config)
+    assert cache.layers  # laid out by the config, but no forward ran
+    with pytest.raises(ValueError, match=re.escape("layer 0 has no window queries: prefill the prefix first")):
+        cache.prefix_state()

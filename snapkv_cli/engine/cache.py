@@ -18,7 +18,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from ..errors import UnsupportedAttention
 from .attention import attention_probabilities
-from .families import attention_scaling, is_sliding_layer, logit_softcap, project_queries
+from .families import attention_scaling, is_sliding_layer, logit_softcap, output_projection, project_queries
 from .layers import BufferedLayer
 from .masking import MASKABLE_ATTENTION, CompressedLayerMask
 from .policies import POLICIES, LayerContext
@@ -132,7 +132,7 @@ class LayerRecord:
         """(batch, kv_heads, kept) scores of the kept positions."""
         if self.scores is None:
             return None
-        return self.scores.gather(-1, self.kept_positions.to(self.scores.device))
+        return self.scores.gather(-1, self.kept_positions)
 
 
 def _state_bytes(*tensors: torch.Tensor) -> int:
@@ -253,7 +253,7 @@ class SnapKVCache(DynamicCache):
             )
         if is_sliding_layer(chunk.module):
             if not self._deferring:
-                self._record_uncompressed(layer_idx, keys, values, chunk.start + chunk.length, sliding=True)
+                self._record_uncompressed(layer_idx, keys, chunk.start + chunk.length, sliding=True)
             return keys, values
         started = time.perf_counter()
         pending = self._pending.setdefault(layer_idx, PendingLayer())
@@ -311,18 +311,18 @@ class SnapKVCache(DynamicCache):
         """
         if self.records:
             raise ValueError("only an uncompressed prefix (filled inside deferred()) has a prefix state")
-        if any(getattr(layer, "is_sliding", False) for layer in self.layers):
+        if any(self.is_sliding):
             raise ValueError("the model has sliding-window layers, whose prefix cannot be exported")
         state = {}
         for index, layer in enumerate(self.layers):
             pending = self._pending.get(index)
             if pending is None or pending.window_queries is None:
                 raise ValueError(f"layer {index} has no window queries: prefill the prefix first")
-            parts = [layer.keys, layer.values, pending.window_queries, pending.window_positions]
+            parts = {"keys": layer.keys, "values": layer.values, "window_queries": pending.window_queries,
+                     "window_positions": pending.window_positions}
             if self.accumulate_attention:
-                parts.append(pending.accumulated_attention)
-            names = self.PREFIX_STATE_PARTS + (("accumulated_attention",) if self.accumulate_attention else ())
-            state.update({f"layers.{index}.{name}": tensor for name, tensor in zip(names, parts)})
+                parts["accumulated_attention"] = pending.accumulated_attention
+            state.update({f"layers.{index}.{name}": tensor for name, tensor in parts.items()})
         return state
 
     @classmethod
@@ -358,11 +358,10 @@ class SnapKVCache(DynamicCache):
         num_layers = module.config.num_hidden_layers
         capacity = self.policy.capacity(layer_idx, num_layers, prompt_length)
         if not self.policy.compresses or capacity >= prompt_length:
-            self._record_uncompressed(layer_idx, keys, values, prompt_length, capacity=capacity)
+            self._record_uncompressed(layer_idx, keys, prompt_length, capacity=capacity)
             return
         context = LayerContext(
             layer_idx=layer_idx,
-            num_layers=num_layers,
             keys=keys,
             values=values,
             window_queries=pending.window_queries,
@@ -371,14 +370,14 @@ class SnapKVCache(DynamicCache):
             softcap=logit_softcap(module),
             settings=self.settings,
             accumulated_attention=pending.accumulated_attention,
-            output_projection=getattr(getattr(module, "o_proj", None), "weight", None),
+            output_projection=output_projection(module),
         )
         scores = self.policy.scores(context)
         head_budgets = self.policy.head_budgets(scores, capacity)
         kept = select_kept_positions(self.policy.ranking(context, scores, head_budgets), self.settings.window_size,
                                      head_budgets)
         if kept.padded:
-            implementation = getattr(module.config, "_attn_implementation", None)
+            implementation = module.config._attn_implementation
             if implementation not in MASKABLE_ATTENTION:
                 raise UnsupportedAttention(self.settings.method, implementation, MASKABLE_ATTENTION)
             group = pending.window_queries.shape[1] // keys.shape[1]
@@ -400,14 +399,15 @@ class SnapKVCache(DynamicCache):
             kept_counts=kept.counts,
         )
 
-    def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, values: torch.Tensor, prompt_length: int, *,
+    def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, prompt_length: int, *,
                              capacity: int | None = None, sliding: bool = False) -> None:
         """Record a layer kept as stored: all of the prompt, or a sliding layer's last tokens.
 
-        A sliding layer never stores more than its window, with or without compression, so its bytes before and
-        after are both what it stores: the report's totals count what a cache really holds.
+        Its bytes before and after are both what it stores. A sliding layer never stores more than its window, with
+        or without compression, so the report's totals count what a cache really holds.
+        keys: (batch, kv_heads, attended, head_dim), what this forward's attention saw.
         """
-        batch, kv_heads, attended = keys.shape[:3]
+        batch, kv_heads = keys.shape[:2]
         stored = self.layers[layer_idx]
         kept = stored.keys.shape[2]
         stored_bytes = _state_bytes(stored.keys, stored.values)
@@ -418,7 +418,7 @@ class SnapKVCache(DynamicCache):
             kept_positions=torch.arange(prompt_length - kept, prompt_length, device=keys.device).expand(
                 batch, kv_heads, kept),
             scores=None,
-            bytes_before=stored_bytes if sliding else _state_bytes(keys, values) * prompt_length // attended,
+            bytes_before=stored_bytes,
             bytes_after=stored_bytes,
             sliding=sliding,
         )

@@ -79,3 +79,9 @@ def attention_scaling(module: nn.Module) -> float:
 
 def logit_softcap(module: nn.Module) -> float | None:
     return getattr(module, "attn_logit_softcapping", None)
+
+
+def output_projection(module: nn.Module) -> torch.Tensor | None:
+    """(hidden, query_heads * head_dim) the weight of the attention's output projection ``o_proj`` (every supported
+    family's name for it), or None where the module has none or it is not a plain weight (CriticalKV then refuses)."""
+    return getattr(getattr(module, "o_proj", None), "weight", None)

@@ -32,7 +32,6 @@ class LayerContext:
     """
 
     layer_idx: int
-    num_layers: int
     keys: torch.Tensor
     window_queries: torch.Tensor
     window_positions: torch.Tensor

@@ -53,7 +53,7 @@ def projected_value_norm_bounds(values: torch.Tensor, weights: torch.Tensor) -> 
     hidden = weights.shape[-1]
     gram = torch.matmul(weights, weights.transpose(-1, -2)).mean(dim=1)  # (kv_heads, head_dim, head_dim)
     flat = values.float()
-    squared = (torch.matmul(flat, gram.to(values.device)) * flat).sum(dim=-1)  # (batch, kv_heads, positions)
+    squared = (torch.matmul(flat, gram) * flat).sum(dim=-1)  # (batch, kv_heads, positions)
     slack = 1 + 1e-4  # float rounding must not make the bound fall below the exact norm
     return squared.clamp_min(0).sqrt() * (hidden ** 0.5 * slack)
 
@@ -105,15 +105,14 @@ def critical_ranking(context: LayerContext, scores: torch.Tensor, head_budgets: 
     prefix_length = scores.shape[-1] - window
     prefix_scores = scores[..., :prefix_length].float()
     values = context.values[:, :, :prefix_length]
-    weights = per_query_head_weights(context.output_projection, values.shape[1], values.shape[-1]).to(values.device)
-    budgets = head_budgets.to(scores.device)
-    first_stage = (budgets * context.settings.critical_first_stage).long()
+    weights = per_query_head_weights(context.output_projection, values.shape[1], values.shape[-1])
+    first_stage = (head_budgets * context.settings.critical_first_stage).long()
     in_first_stage = torch.zeros_like(prefix_scores, dtype=torch.bool)
     most = int(first_stage.max())
     if most > 0:
         top = prefix_scores.topk(most, dim=-1).indices
         in_first_stage.scatter_(-1, top, torch.arange(most, device=scores.device) < first_stage[..., None])
-    weighted = second_stage(prefix_scores, values, weights, ~in_first_stage, budgets - first_stage, epsilon)
+    weighted = second_stage(prefix_scores, values, weights, ~in_first_stage, head_budgets - first_stage, epsilon)
     weighted = weighted.masked_fill(in_first_stage, float("inf"))
     return torch.cat([weighted, scores[..., prefix_length:].float()], dim=-1)
 

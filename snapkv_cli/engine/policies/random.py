@@ -14,4 +14,6 @@ class RandomPolicy(Policy):
     def scores(self, context: LayerContext) -> torch.Tensor:
         generator = torch.Generator().manual_seed(self.settings.seed * 1_000_003 + context.layer_idx)
         shape = context.keys.shape[:3]
-        return torch.rand(shape, generator=generator).to(context.keys.device)
+        # drawn on the generator's device (the CPU), whatever the default device, so a seed gives the same positions
+        # on every device
+        return torch.rand(shape, generator=generator, device=generator.device).to(context.keys.device)

@@ -1,0 +1,100 @@
+"""The engine keeps every tensor on the device of the data it works on, and moves a tensor to another device only
+where it can come from one (a loaded prefix, a CPU generator, positions, a mask built for another layer).
+
+No GPU is needed: torch's ``meta`` device stands in for "another device". Under ``with torch.device("meta")`` a tensor
+created without an explicit device lands on meta, and any operation mixing it with the model's CPU tensors fails;
+so a chunked prefill, compression and decoding that give exactly the logits and selections of a plain CPU run show
+that the engine made no tensor on the default device. The other tests hand a function one input on meta and check
+that it moved what it combines with that input there (meta tensors carry shapes, not values).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
+from snapkv_cli.engine.attention import attention_probabilities
+from snapkv_cli.engine.masking import CompressedLayerMask
+from snapkv_cli.engine.policies import POLICY_NAMES, LayerContext
+from snapkv_cli.engine.policies.random import RandomPolicy
+from snapkv_cli.generation import build_prefix, prefill
+from tests.tiny_models import prompt_ids, tiny_model
+
+LENGTH, CHUNK, WINDOW = 90, 32, 6
+PROMPT = prompt_ids(LENGTH, seed=11)[0].tolist()
+SETTINGS = [{"method": method} for method in POLICY_NAMES] + [
+    {"method": "snapkv", "head_budgets": "adaptive"},
+    {"method": "snapkv", "layer_budgets": "pyramid", "head_budgets": "adaptive"},
+]
+# transformers' own sliding-window cache layer allocates on the default device, so Gemma's families cannot run
+# under a meta default device (with or without this project); every other family does
+MODELS = [("llama", "eager"), ("llama", "sdpa"), ("mistral", "sdpa"), ("qwen2", "eager"), ("qwen3", "sdpa"),
+          ("phi3", "eager")]
+
+
+def run(model, settings: CompressionSettings) -> tuple[list[torch.Tensor], dict[int, torch.Tensor]]:
+    """Prefill in chunks (compressing at the last), decode one token, then three at once: every logit, and each
+    layer's kept positions."""
+    cache = SnapKVCache(settings=settings)
+    with torch.no_grad():
+        logits = [prefill(model, PROMPT, cache, chunk_size=CHUNK)]
+        position = LENGTH
+        for step in ([5], [6, 7, 8]):
+            positions = torch.arange(position, position + len(step), device="cpu")
+            output = model(torch.tensor([step], device="cpu"), past_key_values=cache, position_ids=positions[None],
+                           cache_position=positions, use_cache=True)
+            logits.append(output.logits)
+            position += len(step)
+    return logits, {index: record.kept_positions for index, record in cache.records.items()}
+
+
+@pytest.mark.parametrize("overrides", SETTINGS, ids=lambda o: "-".join(o.values()))
+@pytest.mark.parametrize(("family", "implementation"), MODELS)
+def test_no_tensor_lands_on_the_default_device(family, implementation, overrides):
+    model = tiny_model(family, implementation)
+    settings = CompressionSettings(window_size=WINDOW, max_capacity_prompt=26, kernel_size=5, **overrides)
+    with attached(model):
+        logits, kept = run(model, settings)
+        with torch.device("meta"):
+            meta_logits, meta_kept = run(model, settings)
+    assert all(tensor.device.type == "cpu" for tensor in meta_logits + list(meta_kept.values()))
+    assert all(torch.equal(a, b) for a, b in zip(logits, meta_logits, strict=True))
+    assert kept.keys() == meta_kept.keys() and all(torch.equal(kept[i], meta_kept[i]) for i in kept)
+
+
+def test_random_scores_are_drawn_on_the_cpu_and_moved_to_the_keys_device():
+    settings = CompressionSettings(method="random", window_size=2, max_capacity_prompt=4, seed=3)
+    meta = torch.empty(1, 2, 10, 4, device="meta")
+    context = LayerContext(layer_idx=1, keys=meta, window_queries=meta[:, :, -2:], window_positions=torch.arange(8, 10),
+                           scaling=0.5, softcap=None, settings=settings)
+    scores = RandomPolicy(settings).scores(context)
+    assert scores.device.type == "meta" and scores.shape == (1, 2, 10)
+
+
+def test_a_prefix_state_is_loaded_onto_the_device_asked():
+    model = tiny_model("llama")
+    with attached(model):
+        prefix = build_prefix(model, prompt_ids(20)[0].tolist(), 4, accumulate_attention=True)
+    state = prefix.prefix_state()
+    rebuilt = SnapKVCache.from_prefix_state(dict(state), model.config, 4, accumulate_attention=True, device="meta")
+    loaded = rebuilt.prefix_state()
+    assert loaded.keys() == state.keys()
+    assert all(tensor.device.type == "meta" and tensor.shape == state[name].shape for name, tensor in loaded.items())
+
+
+def test_query_positions_are_moved_to_the_keys_device():
+    queries, keys = torch.empty(1, 4, 3, 8, device="meta"), torch.empty(1, 2, 10, 8, device="meta")
+    probabilities = attention_probabilities(queries, keys, torch.arange(7, 10), scaling=0.3)
+    assert probabilities.device.type == "meta" and probabilities.shape == (1, 2, 2, 3, 10)
+
+
+def test_a_mask_is_built_on_the_device_asked_even_from_counts_on_another():
+    padded = CompressedLayerMask(torch.tensor([[3, 5]]), slots=5, group=2)
+    for query_length in (1, 4):
+        for mask in (padded, CompressedLayerMask()):
+            built = mask.mask(query_length, 12, torch.float32, torch.device("meta"))
+            assert built.device.type == "meta" and built.shape[-2:] == (query_length, 12)
+    padded.mask(1, 12, torch.float32, torch.device("cpu"))  # a decoding row built on the CPU...
+    moved = padded.mask(1, 13, torch.float32, torch.device("meta"))  # ...is built again on the device asked
+    assert moved.device.type == "meta" and moved.shape == (1, 4, 1, 13)
