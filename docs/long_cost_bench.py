@@ -146,6 +146,14 @@ def label(row: dict) -> str:
     return "full" if row["method"] == "full" else f"snapkv {row['budget']}"
 
 
+def by_label(rows: list[dict]) -> dict[str, list[dict]]:
+    """Each method's runs (full, snapkv BUDGET), by increasing length."""
+    series: dict[str, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["length"]):
+        series.setdefault(label(row), []).append(row)
+    return series
+
+
 def plot(args) -> None:
     import matplotlib
 
@@ -153,9 +161,7 @@ def plot(args) -> None:
     import matplotlib.pyplot as plt
 
     rows = json.loads(args.plot.read_text(encoding="utf-8"))["runs"]
-    series: dict[str, list[dict]] = {}
-    for row in sorted(rows, key=lambda r: r["length"]):
-        series.setdefault(label(row), []).append(row)
+    series = by_label(rows)
     panels = [("prefill_s", "prefill (s)"), ("peak_rss", "peak RSS (MB)"), ("kv_bytes_after", "KV stored (MB)"),
               ("decode_tokens_per_s", "decode (tokens/s)")]
     figure, axes = plt.subplots(2, 2, figsize=(11, 8))
@@ -175,7 +181,21 @@ def plot(args) -> None:
     figure.tight_layout()
     figure.savefig(args.png, dpi=110)
 
-    lines = ["| prompt | method | prefill s | selection s | decode tok/s | KV before MB | KV stored MB | "
+    text = markdown(rows)
+    if args.markdown:
+        args.markdown.write_text(text, encoding="utf-8")
+    print(text)
+
+
+def markdown(rows: list[dict]) -> str:
+    """Every run as a table row, then each method's growth exponents over 4k-32k (``docs/tables.py`` prints this
+    into ``docs/benchmarks.md``)."""
+    series = by_label(rows)
+    threads = sorted({row["torch_threads"] for row in rows})
+    loads = [value for row in rows for value in (row["load_average_before"], row["load_average_after"])]
+    lines = [f"Each run: {'/'.join(map(str, threads))} torch thread(s); load average {min(loads):.1f} to "
+             f"{max(loads):.1f} across the runs.", "",
+             "| prompt | method | prefill s | selection s | decode tok/s | KV before MB | KV stored MB | "
              "RSS before MB | peak RSS MB |", "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in sorted(rows, key=lambda r: (r["length"], r["method"] != "full", r["budget"] or 0)):
         lines.append(f"| {row['length']} | {label(row)} | {row['prefill_s']:.1f} | {row['selection_s']:.2f} | "
@@ -195,10 +215,7 @@ def plot(args) -> None:
         lines.append(f"| {name} | {fit(lambda p: p['prefill_s'])} | {fit(lambda p: p['peak_rss'])} | "
                      f"{fit(lambda p: p['peak_rss'] - p['rss_before_prefill'])} | "
                      f"{fit(lambda p: p['kv_bytes_after'])} |")
-    text = "\n".join(lines) + "\n"
-    if args.markdown:
-        args.markdown.write_text(text, encoding="utf-8")
-    print(text)
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Write a long multi-page PDF of real prose with one planted fact, for long-document runs (docs/long_documents.md).
+"""Write a long multi-page PDF of real prose with one planted fact, for long-document runs (docs/long_document_run.py).
 
 The prose is the benchmark haystack (paragraphs of Python's own documentation topics, no download); the fact is a
 paragraph in the middle of page ``--fact-page``. Deterministic for given arguments.

@@ -4,7 +4,7 @@
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
-#                                                  # niah peers longmem
+#                                                  # niah peers longmem longcost longdoc niahlong
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -99,11 +99,31 @@ prefill() {  # the prefill of snapkv ask against plain transformers, fresh proce
   mv "$out/prefill.json.partial" "$out/prefill.json"
 }
 
-longmem() {  # where the prefill's peak comes from with gemma3-270m at 8k and 32k tokens, one thread (about 5 min)
+longmem() {  # where the prefill's peak comes from with gemma3-270m at 8k-32k tokens, one thread (about 12 min)
   echo "[$(date -u +%H:%M:%S)] docs/long_memory_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python docs/long_memory_bench.py --runs 8192:0,8192:2048,32768:2048,32768:1024 \
-    --out "$out/long_memory.json.partial"
+  OMP_NUM_THREADS=1 flock "$lock" python docs/long_memory_bench.py \
+    --runs 8192:0,8192:2048,8192:1024,16384:2048,16384:1024,32768:2048,32768:1024 --out "$out/long_memory.json.partial"
   mv "$out/long_memory.json.partial" "$out/long_memory.json"
+}
+
+longcost() {  # cost against prompt length to 32k with gemma3-270m, one fresh process per point, one thread (45 min)
+  echo "[$(date -u +%H:%M:%S)] docs/long_cost_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python docs/long_cost_bench.py --model gemma3-270m --threads 1 \
+    --lengths 1024,2048,4096,8192,16384,32768 --budgets 1024,256,2048 --out "$out/long_cost.json.partial"
+  mv "$out/long_cost.json.partial" "$out/long_cost.json"
+  python docs/long_cost_bench.py --plot "$out/long_cost.json" --png docs/long_cost_curves.png > /dev/null
+}
+
+longdoc() {  # snapkv ask about a 44-page PDF (about 24k tokens) with gemma3-270m at budget 1024, as a user runs it
+  echo "[$(date -u +%H:%M:%S)] docs/long_document_run.py" >&2
+  flock "$lock" python docs/long_document_run.py --pages 44 --out "$out/long_document.json.partial"
+  mv "$out/long_document.json.partial" "$out/long_document.json"
+}
+
+niahlong() {  # the public needle at 16k and 32k with gemma3-270m: full cache and SnapKV 1024, one thread (45 min)
+  OMP_NUM_THREADS=1 run "$out/niah/niah_long.json" bench niah --model gemma3-270m --lengths 16384,32768 \
+    --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32 \
+    --markdown "$out/niah/niah_long.md" --png "$out/niah/niah_long.png"
 }
 
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
@@ -116,6 +136,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc niahlong}"; do
   for name in $part; do "$name"; done
 done

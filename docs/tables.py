@@ -381,6 +381,32 @@ def niah_table(path: str) -> str:
     return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
 
 
+def niah_answers(path: str) -> str:
+    """Every Needle In A Haystack cell's answer side by side, per method (where the answers matter more than the
+    scores: a model that fails everywhere), with the prompt's tokens and the seconds of the shared prefill."""
+    from snapkv_cli.bench.niah import outcomes_from_json
+
+    outcomes = outcomes_from_json(_load(path))
+    methods = list(dict.fromkeys((o.method, o.budget) for o in outcomes))
+    cells: dict[tuple[int, float], dict] = {}
+    for outcome in outcomes:
+        cells.setdefault((outcome.length, outcome.depth), {})[(outcome.method, outcome.budget)] = outcome
+
+    def shown(outcome) -> str:
+        text = " ".join(outcome.answer.split())
+        text = text if len(text) <= 70 else text[:69] + "…"
+        return f"{'**exact**' if outcome.exact else 'miss'}: {text.replace('|', '/')}"
+
+    rows = []
+    for (length, depth), by_method in cells.items():
+        first = next(iter(by_method.values()))
+        rows.append([f"{length:,}", f"{depth:g}%", f"{first.prompt_tokens:,}", f"{first.prefix_s:.0f}",
+                     *(shown(by_method[key]) if key in by_method else "-" for key in methods)])
+    header = ["tokens", "depth", "prompt tokens", "document prefill s",
+              *(method if budget is None else f"{method} {budget}" for method, budget in methods)]
+    return _table((header, rows))
+
+
 @functools.cache
 def _docs_script(relative: str):
     """A script under ``docs/`` imported as a module, once (its functions only: each runs its work under ``main()``)."""
@@ -428,6 +454,34 @@ def long_memory_table(path: str) -> str:
     return _table((["tokens", "prefill chunk", "prefill s", "peak RSS MiB", "loaded MiB", "of which weights",
                     "peak above loaded", "largest mask (bool + float copy)", "global KV held until the last chunk",
                     "rest (activations, allocator)", "KV kept MiB"], rows))
+
+
+def long_cost_table(path: str) -> str:
+    """``docs/long_cost_bench.py``: cost against prompt length, every run, and the growth exponents."""
+    return _docs_script("long_cost_bench.py").markdown(_load(path)["runs"])
+
+
+def long_document(path: str) -> str:
+    """``docs/long_document_run.py``: one ``snapkv ask`` about a long PDF, its answer and what it cost."""
+    result = _load(path)
+    report, where = result["report"], result["provenance"]
+    timings, cache, prompt = report["timings"], report["cache"], report["prompt"]
+    sliding = sum(layer["sliding_window"] for layer in report["layers"])
+    found = result["fact"].rstrip(".").split()[-2:]  # "smoked juniper"
+    right = all(word.lower() in report["answer"].lower() for word in found)
+    return (f"`{result['ask_command']}` at commit `{where['git']['commit'][:10]}` ({where['started'][:16]} UTC; "
+            f"{where['machine']['cpus']} CPUs, torch {where['machine']['torch']}, load average "
+            f"{where['load_average_before'][0]} before):\n\n"
+            f"- Prompt: {report['prompt_tokens']:,} tokens ({prompt['document']:,} of them the document's "
+            f"{len(report['pages'])} pages), template `{prompt['template_name']}` ({prompt['style']} style); "
+            f"the answer stopped by {report['stop']['stopped_by']}.\n"
+            f"- Answer: \"{report['answer'].strip()}\" ({'right' if right else 'wrong'}: the planted fact is "
+            f"\"{result['fact']}\").\n"
+            f"- Load {timings['load_s']:.0f} s, prefill {timings['prefill_s']:.0f} s (selection "
+            f"{timings['selection_s']:.2f} s), decode {timings['decode_tokens_per_s']:.1f} tokens/s.\n"
+            f"- KV cache {cache['bytes_before'] / 1e6:.0f} MB before, {cache['bytes_after'] / 1e6:.1f} MB after "
+            f"({sliding} of {len(report['layers'])} layers sliding-window, which keep their window either way); peak "
+            f"RSS {report['memory']['peak_rss_bytes'] / 2**30:.2f} GiB.\n")
 
 
 def batch_readme(path: str) -> str:
@@ -517,6 +571,9 @@ GENERATORS = {
     "batch-readme": batch_readme,
     "prefill-table": prefill_table,
     "long-memory-table": long_memory_table,
+    "long-cost-table": long_cost_table,
+    "long-document": long_document,
+    "niah-answers": niah_answers,
 }
 
 

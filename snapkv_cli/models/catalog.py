@@ -28,7 +28,7 @@ class CatalogEntry:
     context: tokens of context (prompt and answer); instruction_tuned: False for a base model, which gets a
     completion-style prompt and a stop rule; licence: its licence's name; notice: terms shown when it is fetched;
     prefill_chunk: the prefill chunk used when none is asked for (None: one pass), chosen by measurement
-    (docs/long_documents.md).
+    (docs/benchmarks.md, "Long documents").
     """
 
     name: str
@@ -104,7 +104,7 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         complete=gemma3.is_complete,
         fetch=lambda progress=None: gemma3.ensure(progress=progress),
         notice=gemma3.TERMS_NOTICE,
-        prefill_chunk=2048,
+        prefill_chunk=1024,
     ),
 )
 
@@ -139,9 +139,10 @@ def catalogue_rows() -> list[dict[str, Any]]:
 
 
 # Models with sliding-window layers get transformers' dense (prompt x prompt) sliding mask in a one-pass prefill,
-# which SDPA turns into a float mask: 5 bytes per entry (5 GB at 32k tokens). Chunks bound it to chunk x (chunk +
-# window). Measured on gemma3-270m (docs/long_documents.md); used for any model with sliding layers.
-SLIDING_PREFILL_CHUNK = 2048
+# which SDPA turns into a float mask: 5 bytes per entry (5 GB at 32k tokens). Chunks bound it to chunk x prompt.
+# Measured on gemma3-270m at 8k, 16k and 32k (docs/benchmarks.md, "Long documents": chunks of 1024 gave a lower peak
+# and a faster prefill than 2048 at every length); used for any model with sliding layers.
+SLIDING_PREFILL_CHUNK = 1024
 
 
 def default_prefill_chunk(name: str | None, config) -> int | None:

@@ -1,0 +1,59 @@
+"""One question about a long PDF (20-30k tokens) with the 32k built-in model, as a user runs it: `snapkv ask`.
+
+Writes the PDF (``docs/make_long_document.py``: real prose, one planted fact in the middle), runs ``snapkv ask ...
+--json`` on it in a fresh process and stores that report (answer, timings, KV sizes, peak memory) with where it ran,
+for ``docs/benchmarks.md``::
+
+    .venv/bin/python docs/long_document_run.py --pages 44 --out docs/results/long_document.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+
+
+def long_document_module():
+    spec = importlib.util.spec_from_file_location("make_long_document", DOCS / "make_long_document.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pages", type=int, default=44, help="logical pages (44: about 24k tokens for gemma3-270m)")
+    parser.add_argument("--model", default="gemma3-270m")
+    parser.add_argument("--budget", type=int, default=1024)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    from snapkv_cli.bench.provenance import provenance, run_start
+
+    document = long_document_module()
+    with tempfile.TemporaryDirectory() as folder:
+        pdf = Path(folder) / f"long-{args.pages}.pdf"
+        subprocess.run([sys.executable, str(DOCS / "make_long_document.py"), "--pages", str(args.pages), "--out",
+                        str(pdf)], check=True, stdout=subprocess.DEVNULL)
+        command = ["snapkv", "ask", str(pdf), document.QUESTION, "--model", args.model, "--budget", str(args.budget),
+                   "--json"]
+        start = run_start()
+        finished = subprocess.run(command, capture_output=True, text=True, check=True)
+    report = json.loads(finished.stdout)
+    result = {"schema_version": 2, "kind": "long_document", "args": vars(args) | {"out": str(args.out)},
+              "ask_command": " ".join(command[:2] + [f"long-{args.pages}.pdf", json.dumps(document.QUESTION)]
+                                      + command[4:]),
+              "fact": document.FACT, "provenance": provenance(None, start), "report": report}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(report["answer"])
+
+
+if __name__ == "__main__":
+    main()
