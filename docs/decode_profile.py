@@ -7,7 +7,8 @@ and checks that the prefill asks for the last position's logits only.
 
 Usage::
 
-    .venv/bin/python docs/decode_profile.py --model gemma3-270m --length 1024 --new-tokens 32
+    .venv/bin/python docs/decode_profile.py --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
+        --out docs/results/decode_profile.json
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 
 def main() -> None:
@@ -23,7 +25,11 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--out", type=Path, help="also write the report with its provenance to this JSON file")
     args = parser.parse_args()
+    from snapkv_cli.bench.provenance import provenance, run_start
+
+    start = run_start()
 
     from snapkv_cli.allocator import return_freed_memory_to_os
 
@@ -88,6 +94,10 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
     }
     print(json.dumps(report))
+    if args.out:
+        result = {"schema_version": 2, "kind": "decode_profile", "args": vars(args) | {"out": str(args.out)},
+                  "provenance": provenance(loaded, start), "report": report}
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

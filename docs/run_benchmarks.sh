@@ -4,7 +4,7 @@
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
-#                                                  # niah peers longmem longcost longdoc niahlong
+#                                                  # niah peers longmem longcost longdoc decodeprofile niahlong
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -120,10 +120,18 @@ longdoc() {  # snapkv ask about a 44-page PDF (about 24k tokens) with gemma3-270
   mv "$out/long_document.json.partial" "$out/long_document.json"
 }
 
-niahlong() {  # the public needle at 16k and 32k with gemma3-270m: full cache and SnapKV 1024, one thread (45 min)
+decodeprofile() {  # the output projection's share of a decode step with gemma3-270m's 262k vocabulary (1 min)
+  echo "[$(date -u +%H:%M:%S)] docs/decode_profile.py" >&2
+  flock "$lock" python docs/decode_profile.py --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
+    --out "$out/decode_profile.json.partial"
+  mv "$out/decode_profile.json.partial" "$out/decode_profile.json"
+}
+
+niahlong() {  # the public needle with gemma3-270m, full cache and SnapKV 1024, one thread: 16k/32k (45 min), 4k/8k
   OMP_NUM_THREADS=1 run "$out/niah/niah_long.json" bench niah --model gemma3-270m --lengths 16384,32768 \
-    --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32 \
-    --markdown "$out/niah/niah_long.md" --png "$out/niah/niah_long.png"
+    --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32
+  OMP_NUM_THREADS=1 run "$out/niah/niah_long_4k_8k.json" bench niah --model gemma3-270m --lengths 4096,8192 \
+    --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32
 }
 
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
@@ -136,6 +144,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc niahlong}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong}"; do
   for name in $part; do "$name"; done
 done

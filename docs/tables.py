@@ -381,12 +381,14 @@ def niah_table(path: str) -> str:
     return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
 
 
-def niah_answers(path: str) -> str:
+def niah_answers(*paths: str) -> str:
     """Every Needle In A Haystack cell's answer side by side, per method (where the answers matter more than the
-    scores: a model that fails everywhere), with the prompt's tokens and the seconds of the shared prefill."""
+    scores: a model that fails at some lengths), with the prompt's tokens and the seconds of the shared prefill;
+    the cells of several runs (each JSON one run) by increasing length."""
     from snapkv_cli.bench.niah import outcomes_from_json
 
-    outcomes = outcomes_from_json(_load(path))
+    outcomes = sorted((outcome for path in paths for outcome in outcomes_from_json(_load(path))),
+                      key=lambda outcome: outcome.length)
     methods = list(dict.fromkeys((o.method, o.budget) for o in outcomes))
     cells: dict[tuple[int, float], dict] = {}
     for outcome in outcomes:
@@ -473,8 +475,8 @@ def long_document(path: str) -> str:
             f"{where['machine']['cpus']} CPUs, torch {where['machine']['torch']}, load average "
             f"{where['load_average_before'][0]} before):\n\n"
             f"- Prompt: {report['prompt_tokens']:,} tokens ({prompt['document']:,} of them the document's "
-            f"{len(report['pages'])} pages), template `{prompt['template_name']}` ({prompt['style']} style); "
-            f"the answer stopped by {report['stop']['stopped_by']}.\n"
+            f"{len(report['pages'])} PDF pages), template `{prompt['template_name']}` ({prompt['style']} style); "
+            f"the answer stopped at `{json.dumps(report['stop']['stopped_by'])}`.\n"
             f"- Answer: \"{report['answer'].strip()}\" ({'right' if right else 'wrong'}: the planted fact is "
             f"\"{result['fact']}\").\n"
             f"- Load {timings['load_s']:.0f} s, prefill {timings['prefill_s']:.0f} s (selection "
@@ -482,6 +484,22 @@ def long_document(path: str) -> str:
             f"- KV cache {cache['bytes_before'] / 1e6:.0f} MB before, {cache['bytes_after'] / 1e6:.1f} MB after "
             f"({sliding} of {len(report['layers'])} layers sliding-window, which keep their window either way); peak "
             f"RSS {report['memory']['peak_rss_bytes'] / 2**30:.2f} GiB.\n")
+
+
+def decode_profile(path: str) -> str:
+    """``docs/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
+    result = _load(path)
+    run, where = result["report"], result["provenance"]
+    last_only = run["prefill_lm_head_rows"] == [1]
+    return (f"{run['model']} (vocabulary {run['vocab']:,}, hidden size {run['hidden']}), "
+            f"{run['prompt_tokens']:,}-token prompt, SnapKV 1024, {run['torch_threads']} thread (commit "
+            f"`{where['git']['commit'][:10]}`): a decode step took {run['step_ms']:.0f} ms "
+            f"({run['decode_tokens_per_s']:.1f} tokens/s), of which the output projection "
+            f"`lm_head` {run['lm_head_ms_in_step']:.0f} ms (**{100 * run['lm_head_share']:.0f}%**). The prefill "
+            + ("computed logits for the last position only (every prefill forward's `lm_head` saw one row). "
+               if last_only else f"computed logits for {run['prefill_lm_head_rows']} rows per forward. ")
+            + f"The projection alone took {run['lm_head_alone_float32_ms']:.0f} ms in float32 and "
+            f"{run['lm_head_alone_bfloat16_ms']:.0f} ms in bfloat16.\n")
 
 
 def batch_readme(path: str) -> str:
@@ -574,6 +592,7 @@ GENERATORS = {
     "long-cost-table": long_cost_table,
     "long-document": long_document,
     "niah-answers": niah_answers,
+    "decode-profile": decode_profile,
 }
 
 

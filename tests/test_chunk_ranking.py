@@ -35,7 +35,8 @@ def test_many_tied_chunks_keep_their_order():
 
 def test_a_short_last_chunk_is_scaled_in_double_precision():
     """Three votes of 1 in a last chunk of 3 (of chunk size 10) are worth exactly 10, one full chunk's worth of ones:
-    more than a full chunk a billionth short of that (a single-precision scale, 10/3 rounded, would make it less)."""
-    votes = torch.tensor([[[1.0] * 9 + [1.0 - 1e-9] + [1.0] * 3 + [0.0] * 2]], dtype=torch.float64)
+    less than a full chunk two ten-millionths above that (10/3 in single precision rounds up, which would make the
+    short chunk worth 10.0000005 and rank it first)."""
+    votes = torch.tensor([[[1.0] * 9 + [1.0 + 2e-7] + [1.0] * 3 + [0.0] * 2]], dtype=torch.float64)
     ranking = chunk_ranking(votes, prefix_length=13, chunk_size=10)
-    assert ranking[0, 0, 10:13].floor().tolist() == [2.0] * 3 and ranking[0, 0, :10].floor().tolist() == [1.0] * 10
+    assert ranking[0, 0, :10].floor().tolist() == [2.0] * 10 and ranking[0, 0, 10:13].floor().tolist() == [1.0] * 3

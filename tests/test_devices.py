@@ -95,6 +95,7 @@ def test_a_mask_is_built_on_the_device_asked_even_from_counts_on_another():
         for mask in (padded, CompressedLayerMask()):
             built = mask.mask(query_length, 12, torch.float32, torch.device("meta"))
             assert built.device.type == "meta" and built.shape[-2:] == (query_length, 12)
-    padded.mask(1, 12, torch.float32, torch.device("cpu"))  # a decoding row built on the CPU...
-    moved = padded.mask(1, 13, torch.float32, torch.device("meta"))  # ...is built again on the device asked
+    on_cpu = padded.mask(1, 12, torch.float32, torch.device("cpu"))  # the decoding row, last built on meta...
+    assert on_cpu.device.type == "cpu" and on_cpu.shape == (1, 4, 1, 12)  # ...is built again on the CPU
+    moved = padded.mask(1, 13, torch.float32, torch.device("meta"))  # and then again on meta
     assert moved.device.type == "meta" and moved.shape == (1, 4, 1, 13)

@@ -48,6 +48,18 @@ def test_the_decoding_row_follows_the_keys_and_the_dtype():
     assert half[0, 0, 0, 1] == torch.finfo(torch.float16).min
 
 
+def test_decoding_steps_within_the_room_share_one_row():
+    """A decoding step costs no allocation: its mask is a view into the row built once, up to its last slot."""
+    layer = CompressedLayerMask(torch.tensor([[1, 2]]), slots=2, group=1)
+    cpu = torch.device("cpu")
+    first = layer.mask(1, 4, torch.float32, cpu)
+    room = 4 + CompressedLayerMask.headroom
+    for key_length in (5, 100, room):
+        step = layer.mask(1, key_length, torch.float32, cpu)
+        assert step.shape[-1] == key_length and step.data_ptr() == first.data_ptr()
+    assert layer.mask(1, room + 1, torch.float32, cpu).data_ptr() != first.data_ptr()  # outgrown: built again
+
+
 @pytest.mark.parametrize("query_length", [1, 2, 5])
 def test_every_query_count_gets_one_row_per_query(query_length):
     layer = CompressedLayerMask(torch.tensor([[1, 3]]), slots=3, group=1)

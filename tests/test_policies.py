@@ -8,6 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from snapkv_cli import CompressionSettings, SnapKVCache, prepare
+from snapkv_cli.engine.policies import POLICY_NAMES
 from snapkv_cli.errors import UnsupportedAttention
 from tests.tiny_models import FAMILIES, prompt_ids, tiny_model
 
@@ -118,6 +119,18 @@ def test_adakv_splits_the_layer_budget_by_one_top_k_over_heads_with_a_floor(floo
         assert kept_sets(record, kv_heads) == [top(scores[h], counts[h]) for h in range(kv_heads)]
         uneven |= len(set(counts)) > 1
     assert uneven, "the tiny model should give its heads different budgets somewhere"
+
+
+@pytest.mark.parametrize("method", [name for name in POLICY_NAMES if name != "full"])  # full scores nothing
+def test_every_policy_scores_each_position_of_each_head_in_floating_point(method):
+    model = prepare(tiny_model("llama", "eager"))
+    cache = SnapKVCache(settings=CompressionSettings(method=method, window_size=WINDOW, max_capacity_prompt=CAPACITY))
+    scores, policy_scores = [], cache.policy.scores
+    cache.policy.scores = lambda context: scores.append(policy_scores(context)) or scores[-1]
+    with torch.no_grad():
+        model(prompt_ids(LENGTH, seed=11), past_key_values=cache, use_cache=True)
+    assert len(scores) == model.config.num_hidden_layers
+    assert all(s.is_floating_point() and s.shape == (1, model.config.num_key_value_heads, LENGTH) for s in scores)
 
 
 def test_a_floor_of_one_token_still_reaches_a_head_that_no_vote_favours():
