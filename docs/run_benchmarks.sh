@@ -4,7 +4,7 @@
 #
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
-#                                                  # niah peers longmem longcost longdoc decodeprofile niahlong
+#                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -134,6 +134,20 @@ niahlong() {  # the public needle with gemma3-270m, full cache and SnapKV 1024, 
     --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32
 }
 
+beyond() {  # issue 17: every method at budgets 64-1024, 30 samples, one shard per length and task, one thread
+  # (about 40 min a shard at 2k, an hour at 4k, two at 8k); a shard already in docs/results/beyond/ is not run again
+  mkdir -p "$out/beyond"
+  local length task
+  for length in ${BEYOND_LENGTHS:-2048 4096 8192}; do
+    for task in ${BEYOND_TASKS:-single_needle multi_key multi_value variable_tracking question_first}; do
+      [ -f "$out/beyond/${length}_${task}.json" ] && continue
+      OMP_NUM_THREADS=1 run "$out/beyond/${length}_${task}.json" bench accuracy \
+        --methods full,snapkv,pyramidkv,adakv,criticalkv,defensivekv,chunkkv --budgets 64,128,256,512,1024 \
+        --lengths "$length" --tasks "$task" --samples 30
+    done
+  done
+}
+
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
   local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
   [ -x "$venv/bin/python" ] || bash docs/peers/kvpress_venv.sh "$venv"
@@ -144,6 +158,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond}"; do
   for name in $part; do "$name"; done
 done
