@@ -57,3 +57,15 @@ def test_mutation_table_follows_its_json():
     spec.loader.exec_module(mutation)
     text = (DOCS / "testing.md").read_text(encoding="utf-8")
     assert mutation.table() in text.split(mutation.BEGIN)[1].split(mutation.END)[0]
+
+
+def test_every_issue15_change_still_finds_its_code():
+    """docs/issue15_changes.py breaks the code one change at a time; each change's code must still occur exactly once
+    (a refactoring that moves it would otherwise leave the script reporting an error instead of checking the tests)."""
+    spec = importlib.util.spec_from_file_location("issue15_changes", DOCS / "issue15_changes.py")
+    changes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(changes)
+    root = DOCS.parent
+    for label, path, code, _change, tests in changes.CHANGES:
+        assert (root / path).read_text(encoding="utf-8").count(code) == 1, label
+        assert tests, label
