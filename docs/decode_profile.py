@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--out", type=Path, help="also write the report with its provenance to this JSON file")
     args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     start = run_start()
 
@@ -95,9 +95,7 @@ def main() -> None:
     }
     print(json.dumps(report))
     if args.out:
-        result = {"schema_version": 2, "kind": "decode_profile", "args": vars(args) | {"out": str(args.out)},
-                  "provenance": provenance(loaded, start), "report": report}
-        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        write_result(args.out, "decode_profile", args, provenance(loaded, start), report=report)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,7 @@ def configurations(lengths: list[int], budgets: list[int]) -> list[tuple[int, st
 def run_all(args) -> None:
     lengths = [int(x) for x in args.lengths.split(",")]
     budgets = [int(x) for x in args.budgets.split(",")]
-    from snapkv_cli.bench.provenance import provenance, run_start
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     start, done = run_start(), []
     if args.out and args.out.exists():  # resume: keep what an interrupted run finished (and when it began)
@@ -124,10 +124,7 @@ def run_all(args) -> None:
         done.append(row)
         print(json.dumps(row), flush=True)
         if args.out:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            report = {"schema_version": 2, "kind": "long_cost", "args": vars(args) | {"out": str(args.out)},
-                      "provenance": provenance(None, start), "runs": done}
-            args.out.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+            write_result(args.out, "long_cost", args, provenance(None, start), runs=done)
 
 
 def slope(points: list[tuple[float, float]]) -> float | None:

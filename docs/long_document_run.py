@@ -13,7 +13,6 @@ import argparse
 import importlib.util
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -34,24 +33,20 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1024)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     document = long_document_module()
     with tempfile.TemporaryDirectory() as folder:
         pdf = Path(folder) / f"long-{args.pages}.pdf"
-        subprocess.run([sys.executable, str(DOCS / "make_long_document.py"), "--pages", str(args.pages), "--out",
-                        str(pdf)], check=True, stdout=subprocess.DEVNULL)
+        document.write_long_pdf(pdf, args.pages)
         command = ["snapkv", "ask", str(pdf), document.QUESTION, "--model", args.model, "--budget", str(args.budget),
                    "--json"]
         start = run_start()
         finished = subprocess.run(command, capture_output=True, text=True, check=True)
     report = json.loads(finished.stdout)
-    result = {"schema_version": 2, "kind": "long_document", "args": vars(args) | {"out": str(args.out)},
-              "ask_command": " ".join(command[:2] + [f"long-{args.pages}.pdf", json.dumps(document.QUESTION)]
-                                      + command[4:]),
-              "fact": document.FACT, "provenance": provenance(None, start), "report": report}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    shown = " ".join(command[:2] + [f"long-{args.pages}.pdf", json.dumps(document.QUESTION)] + command[4:])
+    write_result(args.out, "long_document", args, provenance(None, start), ask_command=shown, fact=document.FACT,
+                 report=report)
     print(report["answer"])
 
 

@@ -104,7 +104,7 @@ def main() -> None:
         length, chunk = (int(part) for part in args.one.split(":"))
         print(json.dumps(measure(length, chunk or None, args.model)), flush=True)
         return
-    from snapkv_cli.bench.provenance import provenance, run_start
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     start = run_start()
     rows = []
@@ -118,10 +118,7 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        report = {"schema_version": 2, "kind": "long_memory", "args": vars(args) | {"out": str(args.out)},
-                  "provenance": provenance(None, start), "runs": rows}
-        args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        write_result(args.out, "long_memory", args, provenance(None, start), runs=rows)
 
 
 if __name__ == "__main__":

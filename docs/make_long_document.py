@@ -34,12 +34,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    fact_page = args.fact_page or (args.pages + 1) // 2
+    fact_page = write_long_pdf(args.out, args.pages, args.paragraphs_per_page, args.fact_page, args.seed)
+    print(f"{args.out}: {args.pages} logical pages, the fact on page {fact_page}; ask: {QUESTION}")
+
+
+def write_long_pdf(out: Path, pages: int, paragraphs_per_page: int = 6, fact_page: int | None = None,
+                   seed: int = 14) -> int:
+    """Write the PDF to ``out``; return the page holding :data:`FACT` (default: the middle one)."""
     from snapkv_cli.bench.haystack import pages_of_prose
 
-    texts = pages_of_prose(args.pages, args.paragraphs_per_page, FACT, fact_page, args.seed)
-    args.out.write_bytes(pdf_writer().pdf_bytes(texts, title="Long notes", footer="page {page}"))
-    print(f"{args.out}: {args.pages} logical pages, the fact on page {fact_page}; ask: {QUESTION}")
+    fact_page = fact_page or (pages + 1) // 2
+    texts = pages_of_prose(pages, paragraphs_per_page, FACT, fact_page, seed)
+    out.write_bytes(pdf_writer().pdf_bytes(texts, title="Long notes", footer="page {page}"))
+    return fact_page
 
 
 if __name__ == "__main__":

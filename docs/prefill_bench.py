@@ -142,7 +142,7 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.child, args.length, args.budget)))
         return 0
-    from snapkv_cli.bench.provenance import provenance, run_start
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     start = run_start()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -163,10 +163,7 @@ def main() -> int:
     summary = summarize(runs)
     print(json.dumps(summary, indent=1))
     if args.json_path:
-        args.json_path.parent.mkdir(parents=True, exist_ok=True)
-        report = {"schema_version": 2, "kind": "prefill", "args": vars(args) | {"json_path": str(args.json_path)},
-                  "provenance": provenance(None, start), "runs": runs, "summary": summary}
-        args.json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        write_result(args.json_path, "prefill", args, provenance(None, start), runs=runs, summary=summary)
     return 0
 
 

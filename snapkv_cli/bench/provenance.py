@@ -6,6 +6,7 @@ Every benchmark JSON carries this, so a number in ``docs/`` can be traced to the
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -69,6 +70,14 @@ def now() -> str:
 def run_start() -> dict:
     """What is known when a run starts: the code's commit (before anything can change it), the time, the load."""
     return {"git": git_state(), "started": now(), "load_average_before": load_average()}
+
+
+def write_result(path: Path, kind: str, args, provenance: dict, **body) -> None:
+    """Write a benchmark script's result JSON: ``schema_version`` 2, its ``kind``, the script's parsed ``args`` (paths
+    as strings), its :func:`provenance`, then ``body``'s keys."""
+    report = {"schema_version": 2, "kind": kind, "args": vars(args), "provenance": provenance, **body}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
 
 
 def provenance(loaded, start: dict) -> dict:
