@@ -5,6 +5,7 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
+#                                                  # beyondtune methodstiming
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -148,6 +149,21 @@ beyond() {  # issue 17: every method at budgets 64-1024, 30 samples, one shard p
   done
 }
 
+beyondtune() {  # issue 17's tune split: the candidates for the default method at budgets 128, 256 and 1024, 10
+  # samples of every task at 4k tokens, one thread (about an hour)
+  mkdir -p "$out/beyond"
+  OMP_NUM_THREADS=1 run "$out/beyond/tune_4096.json" bench accuracy --split tune \
+    --methods full,snapkv,pyramidkv,adakv,criticalkv,defensivekv,chunkkv,defensivekv+pyramid --budgets 128,256,1024 \
+    --lengths 4096 --samples 10
+}
+
+methodstiming() {  # issue 17: every method's prefill and decode next to SnapKV's at 8k tokens, budget 256, one thread
+  echo "[$(date -u +%H:%M:%S)] docs/methods_timing.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python docs/methods_timing.py --length 8192 --budget 256 --rounds 4 \
+    --out "$out/methods_timing.json.partial"
+  mv "$out/methods_timing.json.partial" "$out/methods_timing.json"
+}
+
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
   local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
   [ -x "$venv/bin/python" ] || bash docs/peers/kvpress_venv.sh "$venv"
@@ -158,6 +174,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyondtune methodstiming}"; do
   for name in $part; do "$name"; done
 done
