@@ -502,6 +502,18 @@ def decode_profile(path: str) -> str:
             f"{run['lm_head_alone_bfloat16_ms']:.0f} ms in bfloat16.\n")
 
 
+def methods_timing(path: str) -> str:
+    """``docs/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
+    the runs."""
+    report = _load(path)
+    script, args, where = _docs_script("methods_timing.py"), report["args"], report["provenance"]
+    load = where["load_average_before"], where["load_average_after"]
+    return (f"{report['prompt_tokens']:,}-token prompt, budget {args['budget']}, {args['new_tokens']} decoded tokens, "
+            f"{args['rounds']} rounds, {where['machine']['torch_threads']} thread (commit "
+            f"`{where['git']['commit'][:10]}`, load average {load[0][0]:.1f} before, {load[1][0]:.1f} after):\n\n"
+            + script.markdown(script.summarize(report["runs"])))
+
+
 def batch_readme(path: str) -> str:
     """The README's sentence on ``snapkv batch``'s speed, from ``batch_bench.py``'s JSON."""
     report = _load(path)
@@ -593,6 +605,7 @@ GENERATORS = {
     "long-document": long_document,
     "niah-answers": niah_answers,
     "decode-profile": decode_profile,
+    "methods-timing": methods_timing,
 }
 
 
