@@ -153,7 +153,8 @@ beyondtune() {  # issue 17's tune split: the candidates for the default method a
   # samples of every task at 4k tokens, one thread (about an hour)
   mkdir -p "$out/beyond"
   OMP_NUM_THREADS=1 run "$out/beyond/tune_4096.json" bench accuracy --split tune \
-    --methods full,snapkv,pyramidkv,adakv,criticalkv,defensivekv,chunkkv,defensivekv+pyramid --budgets 128,256,1024 \
+    --methods full,snapkv,pyramidkv,adakv,criticalkv,defensivekv,chunkkv,defensivekv+pyramid,defensivekv+uniformheads \
+    --budgets 128,256,1024 \
     --lengths 4096 --samples 10
 }
 

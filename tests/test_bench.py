@@ -304,16 +304,20 @@ def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
 def test_bench_rejects_bad_lists(tiny_model_path):
     result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", "snapkv,magic"])
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")
-    for label in ("full+pyramid", "pyramidkv+pyramid", "snapkv+uniform"):
+    for label in ("full+pyramid", "pyramidkv+pyramid", "snapkv+uniform", "snapkv+uniformheads",
+                  "defensivekv+pyramid+uniformheads"):
         result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", f"full,{label}"])
         assert result.exit_code == 1 and result.stderr.startswith(f"Error: unknown method {label}")
 
 
-def test_a_method_label_with_pyramid_adds_the_per_layer_allotment_to_its_policy():
+def test_a_method_label_sets_the_allotment_its_suffix_names_on_its_policy():
     plan = AccuracyPlan(methods=("full", "defensivekv", "defensivekv+pyramid", "h2o+pyramid"))
     plain, pyramid = plan.settings("defensivekv", 256), plan.settings("defensivekv+pyramid", 256)
-    assert (plain.method, plain.layer_budgets) == ("defensivekv", None)
-    assert (pyramid.method, pyramid.layer_budgets, pyramid.max_capacity_prompt) == ("defensivekv", "pyramid", 256)
+    uniform = plan.settings("defensivekv+uniformheads", 128)
+    assert (plain.method, plain.layer_budgets, plain.head_budgets) == ("defensivekv", None, None)
+    assert (pyramid.method, pyramid.layer_budgets, pyramid.head_budgets, pyramid.max_capacity_prompt) == (
+        "defensivekv", "pyramid", None, 256)
+    assert (uniform.method, uniform.layer_budgets, uniform.head_budgets) == ("defensivekv", None, "uniform")
     assert plan.needs_attention_sums()  # H2O's, through its label
     assert not AccuracyPlan(methods=("full", "snapkv+pyramid")).needs_attention_sums()
 

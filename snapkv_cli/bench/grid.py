@@ -1,8 +1,12 @@
 """Methods x budgets and the compression settings shared by every cell of a benchmark grid.
 
-A method is a policy name (``snapkv``, ``defensivekv``...) or a policy name with PyramidKV's per-layer allotment on
-top (``defensivekv+pyramid``): the budget then decreases with depth at the same mean, as ``--layer-budgets pyramid``
-does for ``snapkv ask``.
+A method is a label: a policy name (``snapkv``, ``defensivekv``...), optionally with an allotment other than the
+policy's own, as ``--layer-budgets`` and ``--head-budgets`` give ``snapkv ask``:
+
+- ``+pyramid``: PyramidKV's per-layer allotment (the budget decreasing with depth at the same mean), for a policy
+  whose own is uniform (``defensivekv+pyramid``);
+- ``+uniformheads``: every KV head of a layer the same budget, for a policy whose own split is adaptive
+  (``defensivekv+uniformheads``: DefensiveKV's votes and ranking without AdaKV's padded layout).
 """
 
 from __future__ import annotations
@@ -12,19 +16,26 @@ from dataclasses import dataclass
 from ..engine import CompressionSettings
 
 DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
-LAYER_ALLOTMENT = "+pyramid"  # the suffix of a method label that asks for PyramidKV's per-layer allotment
+# label suffix -> (the settings field it sets, its value, the policy's own value it replaces)
+ALLOTMENTS = {"pyramid": ("layer_budgets", "pyramid", "uniform"),
+              "uniformheads": ("head_budgets", "uniform", "adaptive")}
 
 
-def policy_of(label: str) -> str:
-    """The policy a method label runs: ``defensivekv+pyramid`` -> ``defensivekv``."""
-    return label.removesuffix(LAYER_ALLOTMENT)
+def parse_label(label: str) -> tuple[str, dict[str, str]]:
+    """A method label as (policy name, settings overrides): ``defensivekv+pyramid`` -> ``("defensivekv",
+    {"layer_budgets": "pyramid"})``. Only labels of :func:`method_labels` are meant (the CLI checks)."""
+    policy, *suffixes = label.split("+")
+    return policy, {ALLOTMENTS[suffix][0]: ALLOTMENTS[suffix][1] for suffix in suffixes}
 
 
 def method_labels() -> tuple[str, ...]:
-    """Every method label a grid takes: each policy, and each compressing policy but PyramidKV with ``+pyramid``."""
-    from ..engine.policies import POLICY_NAMES
+    """Every label a grid takes: each policy, and each compressing policy with each suffix that changes it."""
+    from ..engine.policies import POLICIES
 
-    return (*POLICY_NAMES, *(name + LAYER_ALLOTMENT for name in POLICY_NAMES if name not in ("full", "pyramidkv")))
+    own = {"layer_budgets": "default_layer_budgets", "head_budgets": "default_head_budgets"}
+    return (*POLICIES, *(f"{name}+{suffix}" for suffix, (field, _, replaced) in ALLOTMENTS.items()
+                         for name, policy in POLICIES.items()
+                         if policy.compresses and getattr(policy, own[field]) == replaced))
 
 
 @dataclass
@@ -42,10 +53,11 @@ class MethodGrid:
 
     def settings(self, method: str, budget: int | None) -> CompressionSettings:
         """The settings of one cell; ``method`` is a label (:func:`method_labels`)."""
-        return CompressionSettings(method=policy_of(method), window_size=self.window_size,
+        policy, overrides = parse_label(method)
+        return CompressionSettings(method=policy, window_size=self.window_size,
                                    max_capacity_prompt=budget or self.window_size + 1, kernel_size=self.kernel_size,
                                    pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed,
-                                   layer_budgets="pyramid" if method.endswith(LAYER_ALLOTMENT) else None)
+                                   **overrides)
 
     def cells(self) -> list[tuple[str, int | None]]:
         """(method, budget) pairs; the full cache has no budget."""
@@ -56,4 +68,4 @@ class MethodGrid:
         """Whether a shared prefix must keep attention sums (a method such as H2O reads them)."""
         from ..engine.policies import POLICIES
 
-        return any(POLICIES[policy_of(m)].accumulates_attention for m in self.methods)
+        return any(POLICIES[parse_label(m)[0]].accumulates_attention for m in self.methods)

@@ -53,7 +53,8 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
     return values
 
 
-METHODS_HELP = "Comma-separated methods: a policy, or policy+pyramid (PyramidKV's per-layer allotment on top of it)."
+METHODS_HELP = ("Comma-separated methods: a policy, or policy+pyramid (PyramidKV's per-layer allotment on top of it), "
+                "or policy+uniformheads (the same budget for every KV head, for adakv and defensivekv).")
 
 
 def _names(text: str, allowed, what: str) -> tuple[str, ...]:
