@@ -24,7 +24,7 @@ import statistics
 import sys
 from pathlib import Path
 
-METHODS = ("snapkv", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv")
+METHODS = ("snapkv", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv", "defensivekv+uniformheads")
 
 
 def summarize(runs: list[dict]) -> list[dict]:
@@ -80,7 +80,8 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated; snapkv is always run")
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help="comma-separated method labels, as `snapkv bench` takes them; snapkv is always run")
     parser.add_argument("--out", type=Path, help="also write the runs and their summary with provenance here")
     args = parser.parse_args()
     from snapkv_cli.bench.provenance import provenance, run_start, write_result
@@ -89,6 +90,7 @@ def main() -> int:
     from snapkv_cli.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()  # as `snapkv ask` does
+    from snapkv_cli.bench.grid import parse_label
     from snapkv_cli.bench.speed import prose_ids
     from snapkv_cli.defaults import CLI_DEFAULTS
     from snapkv_cli.engine import CompressionSettings
@@ -107,7 +109,9 @@ def main() -> int:
         for round_index in range(args.rounds):
             shift = round_index % len(methods)
             for method in methods[shift:] + methods[:shift]:
-                settings = CompressionSettings(**{**CLI_DEFAULTS, "max_capacity_prompt": args.budget}, method=method)
+                policy, overrides = parse_label(method)
+                settings = CompressionSettings(**{**CLI_DEFAULTS, "max_capacity_prompt": args.budget}, method=policy,
+                                               **overrides)
                 result = generate_answer(loaded.model, loaded.tokenizer, ids, settings, options)
                 summary = result.cache.summary()
                 run = {"round": round_index, "method": method, "prefill_s": round(result.prefill_s, 3),
