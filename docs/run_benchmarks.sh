@@ -5,7 +5,7 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
-#                                                  # beyondtune methodstiming
+#                                                  # beyondtune niahbeyond methodstiming
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -158,6 +158,12 @@ beyondtune() {  # issue 17's tune split: the candidates for the default method a
     --lengths 4096 --samples 10
 }
 
+niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, one thread (40 min)
+  OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
+    --depths 0,25,50,75,100 --methods full,snapkv,defensivekv,defensivekv+uniformheads --budgets 128,256,1024 \
+    --max-new-tokens 32
+}
+
 methodstiming() {  # issue 17: every method's prefill and decode next to SnapKV's at 8k tokens, budget 256, one thread
   echo "[$(date -u +%H:%M:%S)] docs/methods_timing.py" >&2
   OMP_NUM_THREADS=1 flock "$lock" python docs/methods_timing.py --length 8192 --budget 256 --rounds 4 \
@@ -175,6 +181,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyondtune methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyondtune niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done

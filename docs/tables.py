@@ -381,6 +381,23 @@ def niah_table(path: str) -> str:
     return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
 
 
+def niah_kept(path: str) -> str:
+    """Exact answers per method, budget and length (as :func:`niah_table`), with the cells the full cache answered
+    exactly that each method kept (the needle grid's retention), recomputed from the outcomes."""
+    from snapkv_cli.bench.niah import outcomes_from_json
+    from snapkv_cli.bench.niah_render import niah_rows
+
+    outcomes = outcomes_from_json(_load(path))
+    full_exact = {(o.length, o.depth) for o in outcomes if o.method == "full" and o.exact}
+    header, rows = niah_rows(outcomes)
+    for row in rows:
+        method, budget = row[0], None if row[1] == "-" else int(row[1])
+        kept = sum(o.exact for o in outcomes
+                   if (o.method, o.budget) == (method, budget) and (o.length, o.depth) in full_exact)
+        row.append("-" if budget is None else f"{kept}/{len(full_exact)}")
+    return _table(([*header, "full cache's exact cells kept"], rows))
+
+
 def niah_answers(*paths: str) -> str:
     """Every Needle In A Haystack cell's answer side by side, per method (where the answers matter more than the
     scores: a model that fails at some lengths), with the prompt's tokens and the seconds of the shared prefill;
@@ -604,6 +621,7 @@ GENERATORS = {
     "long-cost-table": long_cost_table,
     "long-document": long_document,
     "niah-answers": niah_answers,
+    "niah-kept": niah_kept,
     "decode-profile": decode_profile,
     "methods-timing": methods_timing,
 }
