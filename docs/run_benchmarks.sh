@@ -150,12 +150,16 @@ beyond() {  # issue 17: every method at budgets 64-1024, 30 samples, one shard p
 }
 
 beyondtune() {  # issue 17's tune split: the candidates for the default method at budgets 128, 256 and 1024, 10
-  # samples of every task at 4k tokens, one thread (about an hour)
+  # samples of every task at 4k tokens, then 30 more of two tasks, one thread (about 90 min)
   mkdir -p "$out/beyond"
   OMP_NUM_THREADS=1 run "$out/beyond/tune_4096.json" bench accuracy --split tune \
     --methods full,snapkv,pyramidkv,adakv,criticalkv,defensivekv,chunkkv,defensivekv+pyramid,defensivekv+uniformheads \
     --budgets 128,256,1024 \
     --lengths 4096 --samples 10
+  # a second draw (seed 1) of the two tasks the full cache answers at 4k, for the candidates the first run left tied
+  OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1.json" bench accuracy --split tune --seed 1 \
+    --methods full,snapkv,adakv,defensivekv,defensivekv+pyramid,defensivekv+uniformheads --budgets 128,256 \
+    --lengths 4096 --tasks single_needle,multi_key --samples 30
 }
 
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, one thread (40 min)
