@@ -157,9 +157,12 @@ beyondtune() {  # issue 17's tune split: the candidates for the default method a
     --budgets 128,256,1024 \
     --lengths 4096 --samples 10
   # a second draw (seed 1) of the two tasks the full cache answers at 4k, for the candidates the first run left tied
-  OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1.json" bench accuracy --split tune --seed 1 \
-    --methods full,snapkv,adakv,defensivekv,defensivekv+pyramid,defensivekv+uniformheads --budgets 128,256 \
-    --lengths 4096 --tasks single_needle,multi_key --samples 30
+  local task
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1_$task.json" bench accuracy --split tune --seed 1 \
+      --methods full,snapkv,adakv,defensivekv,defensivekv+pyramid,defensivekv+uniformheads --budgets 128,256 \
+      --lengths 4096 --tasks "$task" --samples 30
+  done
 }
 
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, one thread (40 min)
