@@ -69,3 +69,25 @@ def test_every_issue15_change_still_finds_its_code():
     for label, path, code, _change, tests in changes.CHANGES:
         assert (root / path).read_text(encoding="utf-8").count(code) == 1, label
         assert tests, label
+
+
+def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
+    """docs/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of those
+    ratios), its selection's extra time as a share of SnapKV's median prefill, SnapKV's own decode spread."""
+    timing = tables._docs_script("methods_timing.py")
+
+    def run(round_index, method, prefill, selection, decode, slots):
+        return {"round": round_index, "method": method, "prefill_s": prefill, "selection_s": selection,
+                "decode_tokens_per_s": decode, "tokens_after": 256.0, "tokens_allocated": slots, "bytes_after": 1}
+
+    runs = [run(0, "snapkv", 10.0, 0.1, 20.0, 256), run(0, "defensivekv", 11.0, 0.3, 20.0, 350),
+            run(1, "snapkv", 20.0, 0.1, 25.0, 256), run(1, "defensivekv", 20.0, 0.5, 20.0, 350),
+            run(2, "snapkv", 30.0, 0.1, 20.0, 256), run(2, "defensivekv", 31.5, 0.4, 30.0, 350)]
+    snapkv, defensive = timing.summarize(runs)
+    assert snapkv["prefill_vs_snapkv"] == 0 and snapkv["selection_overhead_vs_snapkv"] == 0
+    assert defensive["prefill_vs_snapkv"] == pytest.approx(0.05)  # per round +10%, 0%, +5%: the median
+    assert defensive["prefill_s"] == 20.0 and defensive["selection_s"] == 0.4
+    assert defensive["selection_overhead_vs_snapkv"] == pytest.approx((0.4 - 0.1) / 20.0)
+    assert defensive["decode_vs_snapkv"] == pytest.approx(0.0)  # 0%, -20%, +50%
+    assert defensive["snapkv_decode_spread"] == pytest.approx(0.25) and defensive["tokens_allocated"] == 350
+    assert "| defensivekv | 20.0 | +5.0% |" in timing.markdown([snapkv, defensive])
