@@ -10,7 +10,12 @@ cuts it short; a budget of 1024 tokens per layer and KV head is SnapKV's smalles
 CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, pooling="maxpool")
 
 # Those the command line shares with the library (named here so `snapkv --help` needs no engine import).
-METHOD = "snapkv"
+# The method when --method is not given, chosen on the tune split (docs/benchmarks.md, "Choosing the default method
+# on the tune split"): DefensiveKV's worst-case votes, with the same budget for every KV head unless --head-budgets
+# says otherwise (the paper's DefensiveKV, `--method defensivekv`, splits it adaptively over padded heads: as many
+# answers kept on the tune split, 39% more KV bytes).
+METHOD = "defensivekv"
+METHOD_HEAD_BUDGETS = "uniform"
 GQA_AGGREGATION = "mean"
 
 # Tokens generated per answer unless --max-new-tokens says otherwise (also the room kept for it in the context).

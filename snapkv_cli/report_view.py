@@ -49,6 +49,8 @@ def render_report(report: Report, console: Console) -> None:
         method += f"  budget {settings.max_capacity_prompt}, kernel {settings.kernel_size} {settings.pooling}"
     elif report.method != "full":
         method += f"  budget {settings.max_capacity_prompt}"
+    if report.method != "full":
+        method += f", {settings.layer_budgets} layers, {settings.head_budgets} heads"
     table.add_row("method", method)
     table.add_row("KV cache", f"{cache.tokens_before} → {cache.tokens_after:g} tokens per head, "
                               f"{human_bytes(cache.bytes_before)} → {human_bytes(cache.bytes_after)} "

@@ -142,8 +142,8 @@ def test_the_command_on_ray(cluster, jobs, options, local_lines, tiny_model_path
     documents = [job.document for job in jobs[:2]]
     result = CliRunner().invoke(cli.app, ["batch", *documents, jobs[0].document + ".missing", "-Q", QUESTIONS[0],
                                           "-Q", QUESTIONS[1], "--model", tiny_model_path, "--device", "cpu",
-                                          "--budget", "48", "--window", "16", "--max-new-tokens", "12",
-                                          "--ray", "--workers", "2"])
+                                          "--method", "snapkv", "--budget", "48", "--window", "16",
+                                          "--max-new-tokens", "12", "--ray", "--workers", "2"])
     assert result.exit_code == 1, (result.stderr, result.exception)
     lines = jsonl(result.stdout)
     answers = [line for line in lines if "error" not in line]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 import shlex
 import subprocess
 import sys
@@ -126,6 +127,24 @@ def test_answer_on_stdout_report_on_stderr(docs, tiny_model_path):
     assert report["prompt_tokens"] > 0 and report["generated_tokens"] <= 4
 
 
+@pytest.mark.parametrize(("arguments", "method", "layers", "heads"), [
+    ((), "defensivekv", "uniform", "uniform"),  # the default: DefensiveKV's votes, every KV head the same budget
+    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive"),
+    (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive"),  # the paper's, named
+    (("--method", "snapkv"), "snapkv", "uniform", "uniform"),
+    (("--method", "pyramidkv"), "pyramidkv", "pyramid", "uniform"),
+])
+def test_the_default_method_and_its_head_split_yield_to_the_options(docs, tiny_model_path, arguments, method, layers,
+                                                                     heads):
+    result = ask_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--json", "--budget", "64",
+                    *arguments)
+    report = json.loads(result.stdout)
+    assert (report["method"], report["settings"]["layer_budgets"], report["settings"]["head_budgets"]) == (
+        method, layers, heads)
+    shown = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())  # the report's text, however it wraps
+    assert f"{method} budget 64" in shown and f"{layers} layers, {heads} heads" in shown
+
+
 def test_json_schema(docs, tiny_model_path):
     result = ask_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--json",
                     "--budget", "64", "--window", "32", "--kernel", "3", "--pooling", "avgpool", "--gqa", "max")
@@ -136,10 +155,11 @@ def test_json_schema(docs, tiny_model_path):
         assert key in report, key
     assert isinstance(report["answer"], str)
     assert report["model"] == tiny_model_path
-    assert report["method"] == "snapkv"
+    assert report["method"] == "defensivekv"  # the default method, with uniform head budgets
     assert report["device"] == "cpu" and report["dtype"] == "float32"
     assert report["settings"] == {**report["settings"], "window_size": 32, "max_capacity_prompt": 64,
-                                  "kernel_size": 3, "pooling": "avgpool", "gqa_aggregation": "max"}
+                                  "kernel_size": 3, "pooling": "avgpool", "gqa_aggregation": "max",
+                                  "layer_budgets": "uniform", "head_budgets": "uniform"}
     prompt_tokens = report["prompt_tokens"]
     assert prompt_tokens > 64
     assert 0 <= report["generated_tokens"] <= 4  # fewer if the model ends its turn

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
 from snapkv_cli import pipeline
+from snapkv_cli.defaults import METHOD, METHOD_HEAD_BUDGETS
 from snapkv_cli.documents import load_document
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
@@ -96,18 +97,23 @@ def inspect_json(*args: str) -> dict:
     return json.loads(result.stdout)
 
 
-def direct_run(loaded, doc: str, method: str = "snapkv", budget: int = 64, window: int = 8, *, pages=None,
+def small_settings(method: str | None, budget: int, window: int) -> CompressionSettings:
+    """The settings the CLI runs with ``SMALL`` (and ``--method`` when ``method`` is given; its default otherwise)."""
+    head_budgets = METHOD_HEAD_BUDGETS if method is None else None
+    return CompressionSettings(method=method or METHOD, window_size=window, max_capacity_prompt=budget, kernel_size=15,
+                               pooling="maxpool", head_budgets=head_budgets)
+
+
+def direct_run(loaded, doc: str, method: str | None = None, budget: int = 64, window: int = 8, *, pages=None,
                max_new_tokens: int = 2):
     """The same prompt and settings through ``pipeline.ask`` (prefill, selection and decoding), as ``ask`` runs."""
-    settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=budget, kernel_size=15,
-                                   pooling="maxpool")
+    settings = small_settings(method, budget, window)
     return pipeline.ask(loaded, load_document(doc, pages=pages), QUESTION, settings, load_template(None),
                         generation=GenerationOptions(max_new_tokens=max_new_tokens))
 
 
-def small_inspection(loaded, doc: str, method: str = "snapkv", budget: int = 64, window: int = 8) -> Inspection:
-    settings = CompressionSettings(method=method, window_size=window, max_capacity_prompt=budget, kernel_size=15,
-                                   pooling="maxpool")
+def small_inspection(loaded, doc: str, method: str | None = None, budget: int = 64, window: int = 8) -> Inspection:
+    settings = small_settings(method, budget, window)
     selected = pipeline.select(loaded, load_document(doc), QUESTION, settings, load_template(None))
     return inspect_answer(selected, loaded.tokenizer)
 
@@ -119,7 +125,7 @@ def test_json_matches_the_engine(docs, tiny_model_path, loaded):
     data = inspect_json(docs["report.pdf"], QUESTION, "--model", tiny_model_path, *SMALL)
     engine = direct_run(loaded, docs["report.pdf"])
     prompt, records = engine.prompt, engine.result.cache.records
-    assert data["schema_version"] == 1 and data["method"] == "snapkv" and data["model"] == tiny_model_path
+    assert data["schema_version"] == 1 and data["method"] == METHOD and data["model"] == tiny_model_path
     assert data["token_ids"] == prompt.input_ids
     assert "".join(data["tokens"]) == prompt.text and len(data["tokens"]) == prompt.length
     assert data["window"] == [prompt.length - 8, prompt.length]
@@ -166,8 +172,8 @@ def test_kernel_pooling_and_gqa_options_reach_the_scores(docs, tiny_model_path):
     eager = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
     seen = set()
     for kernel, pooling, gqa in (("5", "avgpool", "max"), ("15", "maxpool", "mean"), ("1", "avgpool", "mean")):
-        data = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--kernel", kernel,
-                            "--pooling", pooling, "--gqa", gqa)
+        data = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--method", "snapkv",
+                            "--kernel", kernel, "--pooling", pooling, "--gqa", gqa)
         with torch.no_grad():
             attentions = eager(torch.tensor([data["token_ids"]]), output_attentions=True).attentions
         settings = CompressionSettings(window_size=8, max_capacity_prompt=64, kernel_size=int(kernel),

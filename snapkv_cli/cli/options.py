@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD
+from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_HEAD_BUDGETS
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
 from ..errors import InvalidValue, UserError
@@ -58,9 +58,9 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 )
 
 RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
-    _option("method", str, METHOD, "--method", panel=COMPRESSION_PANEL,
-            help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, "
-            "streamingllm or random."),
+    _option("method", Optional[str], None, "--method", panel=COMPRESSION_PANEL,
+            help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, streamingllm or "
+            f"random (default: {METHOD} with --head-budgets {METHOD_HEAD_BUDGETS}, chosen by measurement)."),
     _option("budget", str, str(CLI_DEFAULTS["max_capacity_prompt"]), "--budget", panel=COMPRESSION_PANEL,
             help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
     _option("window", int, CLI_DEFAULTS["window_size"], "--window", panel=COMPRESSION_PANEL,
@@ -121,11 +121,14 @@ def build_run_options(values: dict):
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
     template = load_template(values["template"])
+    method, head_budgets = values["method"], values["head_budgets"]
+    if method is None:  # the default method, with its own head split unless --head-budgets gives one
+        method, head_budgets = METHOD, head_budgets or METHOD_HEAD_BUDGETS
     try:
         settings = CompressionSettings(
-            method=values["method"], window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
+            method=method, window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
             kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
-            layer_budgets=values["layer_budgets"], head_budgets=values["head_budgets"],
+            layer_budgets=values["layer_budgets"], head_budgets=head_budgets,
             seed=values["seed"] if values["seed"] is not None else 0)
     except UserError:
         raise
