@@ -39,8 +39,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         pdf = Path(folder) / f"long-{args.pages}.pdf"
         document.write_long_pdf(pdf, args.pages)
-        command = ["snapkv", "ask", str(pdf), document.QUESTION, "--model", args.model, "--budget", str(args.budget),
-                   "--json"]
+        command = ["snapkv", "ask", str(pdf), document.QUESTION, "--model", args.model, "--method", "snapkv",
+                   "--budget", str(args.budget), "--json"]
         start = run_start()
         finished = subprocess.run(command, capture_output=True, text=True, check=True)
     report = json.loads(finished.stdout)

@@ -59,8 +59,8 @@ def build_document(tokenizer, target_tokens: int) -> str:
 def snapkv(*args: str, env: dict) -> tuple[float, list[dict]]:
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "snapkv_cli", "ask", *args, "--json", "--quiet",
-                             "--max-new-tokens", str(MAX_NEW_TOKENS)], capture_output=True, text=True, env=env,
-                            cwd=ROOT)
+                             "--method", "snapkv", "--max-new-tokens", str(MAX_NEW_TOKENS)],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
     seconds = time.perf_counter() - started
     if result.returncode != 0:
         raise SystemExit(f"snapkv failed: {result.stderr}")
