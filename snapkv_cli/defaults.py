@@ -12,8 +12,8 @@ CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, po
 # Those the command line shares with the library (named here so `snapkv --help` needs no engine import).
 # The method when --method is not given, chosen on the tune split (docs/benchmarks.md, "Choosing the default method
 # on the tune split"): DefensiveKV's worst-case votes, with the same budget for every KV head unless --head-budgets
-# says otherwise (the paper's DefensiveKV, `--method defensivekv`, splits it adaptively over padded heads: as many
-# answers kept on the tune split, 39% more KV bytes).
+# says otherwise (the paper's DefensiveKV, `--method defensivekv`, splits it adaptively over padded heads: it kept
+# no more answers on the tune split, in 39% more KV bytes).
 METHOD = "defensivekv"
 METHOD_HEAD_BUDGETS = "uniform"
 GQA_AGGREGATION = "mean"
