@@ -5,7 +5,7 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
-#                                                  # beyondtune niahbeyond methodstiming
+#                                                  # beyonddefault beyondtune niahbeyond methodstiming
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -149,6 +149,20 @@ beyond() {  # issue 17: every method at budgets 64-1024, 30 samples, one shard p
   done
 }
 
+beyonddefault() {  # issue 17: the default chosen on the tune split, on every committed test shard's samples (paired
+  # with that shard's full cache), one thread; a result already in docs/results/beyond/ is not run again
+  local length task
+  for length in ${BEYOND_LENGTHS:-2048 4096 8192}; do
+    for task in ${BEYOND_TASKS:-single_needle multi_key multi_value variable_tracking question_first}; do
+      [ -f "$out/beyond/${length}_${task}.json" ] || continue
+      [ -f "$out/beyond/${length}_${task}_defensivekv+uniformheads.json" ] && continue
+      OMP_NUM_THREADS=1 run "$out/beyond/${length}_${task}_defensivekv+uniformheads.json" bench accuracy \
+        --methods defensivekv+uniformheads --budgets 64,128,256,512,1024 --lengths "$length" --tasks "$task" \
+        --samples 30
+    done
+  done
+}
+
 beyondtune() {  # issue 17's tune split: the candidates for the default method at budgets 128, 256 and 1024, 10
   # samples of every task at 4k tokens, then 30 more of two tasks, one thread (about 90 min)
   mkdir -p "$out/beyond"
@@ -188,6 +202,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyondtune niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondtune niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
