@@ -90,10 +90,8 @@ def main() -> int:
     from snapkv_cli.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()  # as `snapkv ask` does
-    from snapkv_cli.bench.grid import parse_label
+    from snapkv_cli.bench.grid import MethodGrid
     from snapkv_cli.bench.speed import prose_ids
-    from snapkv_cli.defaults import CLI_DEFAULTS
-    from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.engine.hooks import attached
     from snapkv_cli.generation import GenerationOptions, generate_answer
     from snapkv_cli.models.catalog import default_prefill_chunk
@@ -109,9 +107,7 @@ def main() -> int:
         for round_index in range(args.rounds):
             shift = round_index % len(methods)
             for method in methods[shift:] + methods[:shift]:
-                policy, overrides = parse_label(method)
-                settings = CompressionSettings(**{**CLI_DEFAULTS, "max_capacity_prompt": args.budget}, method=policy,
-                                               **overrides)
+                settings = MethodGrid().settings(method, args.budget)  # the CLI's settings, as `snapkv bench` runs
                 result = generate_answer(loaded.model, loaded.tokenizer, ids, settings, options)
                 summary = result.cache.summary()
                 run = {"round": round_index, "method": method, "prefill_s": round(result.prefill_s, 3),
