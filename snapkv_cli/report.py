@@ -37,6 +37,7 @@ class SettingsInfo:
     budget: int | float
     kernel_size: int
     pooling: str
+    pooling_window: str  # centered (SnapKV) or causal
     gqa_aggregation: str
     layer_budgets: str  # how the budget is shared over layers: uniform or pyramid (the method's own unless set)
     head_budgets: str  # and over a layer's KV heads: uniform or adaptive
@@ -232,7 +233,8 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         settings=SettingsInfo(window_size=settings.window_size,
                               max_capacity_prompt=settings.capacity_for(prompt.length),
                               budget=settings.max_capacity_prompt, kernel_size=settings.kernel_size,
-                              pooling=settings.pooling, gqa_aggregation=settings.gqa_aggregation,
+                              pooling=settings.pooling, pooling_window=settings.pooling_window,
+                              gqa_aggregation=settings.gqa_aggregation,
                               layer_budgets=cache.policy.layer_budgets, head_budgets=cache.policy.head_allotment),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,

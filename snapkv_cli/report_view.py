@@ -45,11 +45,13 @@ def render_report(report: Report, console: Console) -> None:
         table.add_row("template", escape(f"{prompt.template_name} (completion style for a base model; "
                                          f"the answer stopped at {stop})"))
     method = escape(report.method)
-    if report.method in ("snapkv", "pyramidkv"):
-        method += f"  budget {settings.max_capacity_prompt}, kernel {settings.kernel_size} {settings.pooling}"
-    elif report.method != "full":
-        method += f"  budget {settings.max_capacity_prompt}"
     if report.method != "full":
+        from .engine.policies import POLICIES
+
+        method += f"  budget {settings.max_capacity_prompt}"
+        if POLICIES[report.method].pools_votes:
+            window = "causal " if settings.pooling_window == "causal" else ""
+            method += f", kernel {settings.kernel_size} {window}{settings.pooling}"
         method += f", {settings.layer_budgets} layers, {settings.head_budgets} heads"
     table.add_row("method", method)
     table.add_row("KV cache", f"{cache.tokens_before} → {cache.tokens_after:g} tokens per head, "

@@ -305,7 +305,7 @@ def test_bench_rejects_bad_lists(tiny_model_path):
     result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", "snapkv,magic"])
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")
     for label in ("full+pyramid", "pyramidkv+pyramid", "snapkv+uniform", "snapkv+uniformheads",
-                  "defensivekv+pyramid+uniformheads"):
+                  "defensivekv+uniformheads+pyramid", "chunkkv+causalpool", "h2o+causalpool"):
         result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", f"full,{label}"])
         assert result.exit_code == 1 and result.stderr.startswith(f"Error: unknown method {label}")
 
@@ -318,6 +318,11 @@ def test_a_method_label_sets_the_allotment_its_suffix_names_on_its_policy():
     assert (pyramid.method, pyramid.layer_budgets, pyramid.head_budgets, pyramid.max_capacity_prompt) == (
         "defensivekv", "pyramid", None, 256)
     assert (uniform.method, uniform.layer_budgets, uniform.head_budgets) == ("defensivekv", None, "uniform")
+    assert (plain.pooling_window, uniform.pooling_window) == ("centered", "centered")
+    default = plan.settings("defensivekv+uniformheads+causalpool", 128)  # the CLI's default method, as a label
+    assert (default.method, default.head_budgets, default.pooling_window) == ("defensivekv", "uniform", "causal")
+    both = plan.settings("defensivekv+pyramid+uniformheads+causalpool", 256)
+    assert (both.layer_budgets, both.head_budgets, both.pooling_window) == ("pyramid", "uniform", "causal")
     assert plan.needs_attention_sums()  # H2O's, through its label
     assert not AccuracyPlan(methods=("full", "snapkv+pyramid")).needs_attention_sums()
 

@@ -127,22 +127,34 @@ def test_answer_on_stdout_report_on_stderr(docs, tiny_model_path):
     assert report["prompt_tokens"] > 0 and report["generated_tokens"] <= 4
 
 
-@pytest.mark.parametrize(("arguments", "method", "layers", "heads"), [
-    ((), "defensivekv", "uniform", "uniform"),  # the default: DefensiveKV's votes, every KV head the same budget
-    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive"),
-    (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive"),  # the paper's, named
-    (("--method", "snapkv"), "snapkv", "uniform", "uniform"),
-    (("--method", "pyramidkv"), "pyramidkv", "pyramid", "uniform"),
+@pytest.mark.parametrize(("arguments", "method", "layers", "heads", "window"), [
+    # the default: DefensiveKV's votes, every KV head the same budget
+    ((), "defensivekv", "uniform", "uniform", "centered"),
+    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive", "centered"),
+    (("--pooling-window", "causal"), "defensivekv", "uniform", "uniform", "causal"),
+    (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive", "centered"),  # the paper's, named
+    (("--method", "snapkv"), "snapkv", "uniform", "uniform", "centered"),
+    (("--method", "snapkv", "--pooling-window", "causal"), "snapkv", "uniform", "uniform", "causal"),
+    (("--method", "pyramidkv"), "pyramidkv", "pyramid", "uniform", "centered"),
 ])
-def test_the_default_method_and_its_head_split_yield_to_the_options(docs, tiny_model_path, arguments, method, layers,
-                                                                     heads):
+def test_the_default_method_and_its_settings_yield_to_the_options(docs, tiny_model_path, arguments, method, layers,
+                                                                  heads, window):
     result = ask_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--json", "--budget", "64",
                     *arguments)
     report = json.loads(result.stdout)
-    assert (report["method"], report["settings"]["layer_budgets"], report["settings"]["head_budgets"]) == (
-        method, layers, heads)
+    settings = report["settings"]
+    assert (report["method"], settings["layer_budgets"], settings["head_budgets"], settings["pooling_window"]) == (
+        method, layers, heads, window)
     shown = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())  # the report's text, however it wraps
-    assert f"{method} budget 64" in shown and f"{layers} layers, {heads} heads" in shown
+    kernel = "kernel 15 causal maxpool" if window == "causal" else "kernel 15 maxpool"
+    assert f"{method} budget 64, {kernel}, {layers} layers, {heads} heads" in shown
+
+
+def test_a_method_that_does_not_pool_shows_no_kernel(docs, tiny_model_path):
+    result = ask_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "64",
+                    "--method", "streamingllm")
+    shown = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())
+    assert "streamingllm budget 64, uniform layers, uniform heads" in shown and "kernel" not in shown
 
 
 def test_json_schema(docs, tiny_model_path):
@@ -158,7 +170,8 @@ def test_json_schema(docs, tiny_model_path):
     assert report["method"] == "defensivekv"  # the default method, with uniform head budgets
     assert report["device"] == "cpu" and report["dtype"] == "float32"
     assert report["settings"] == {**report["settings"], "window_size": 32, "max_capacity_prompt": 64,
-                                  "kernel_size": 3, "pooling": "avgpool", "gqa_aggregation": "max",
+                                  "kernel_size": 3, "pooling": "avgpool", "pooling_window": "centered",
+                                  "gqa_aggregation": "max",
                                   "layer_budgets": "uniform", "head_budgets": "uniform"}
     prompt_tokens = report["prompt_tokens"]
     assert prompt_tokens > 64

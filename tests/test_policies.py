@@ -33,10 +33,11 @@ def run(method: str, family: str = "llama", **overrides):
     return cache, attentions, values, model
 
 
-def pooled(row: torch.Tensor, kernel: int, how: str) -> torch.Tensor:
-    """1-D pooling of ``row`` (positions,) by hand: stride 1, zero padding, averages over the full kernel."""
-    half = kernel // 2
-    padded = torch.cat([row.new_zeros(half), row, row.new_zeros(half)])
+def pooled(row: torch.Tensor, kernel: int, how: str, window: str = "centered") -> torch.Tensor:
+    """1-D pooling of ``row`` (positions,) by hand: stride 1, zero padding (on the left only for the causal window),
+    averages over the full kernel."""
+    before = kernel - 1 if window == "causal" else kernel // 2
+    padded = torch.cat([row.new_zeros(before), row, row.new_zeros(kernel - 1 - before)])
     windows = torch.stack([padded[i:i + kernel] for i in range(len(row))])
     return windows.mean(dim=1) if how == "avgpool" else windows.amax(dim=1)
 
@@ -165,15 +166,16 @@ def test_criticalkv_takes_half_by_attention_and_half_by_attention_times_projecte
     assert differs_from_snapkv, "the value norms should change some choice"
 
 
-def test_defensivekv_keeps_by_worst_case_votes_with_a_prior_floor_on_ada_criticalkv():
-    cache, attentions, values, model = run("defensivekv")
+@pytest.mark.parametrize("window", ["centered", "causal"])
+def test_defensivekv_keeps_by_worst_case_votes_with_a_prior_floor_on_ada_criticalkv(window):
+    cache, attentions, values, model = run("defensivekv", pooling_window=window)
     kv_heads, budget = model.config.num_key_value_heads, CAPACITY - WINDOW
     for layer, record in cache.records.items():
         rows = attentions[layer][:, -WINDOW:, :]  # (query_heads, window, keys)
         worst = []
         for head_rows in rows:
             for row in head_rows:
-                smoothed = pooled(row[:PREFIX], 5, "avgpool")
+                smoothed = pooled(row[:PREFIX], 5, "avgpool", window)
                 worst.append(smoothed * row[:PREFIX].sum() / smoothed.sum())
         worst = torch.stack(worst).reshape(kv_heads, -1, PREFIX).amax(dim=1)
         corrected = torch.stack([head.clamp(min=float(head.mean())) for head in worst])

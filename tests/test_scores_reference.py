@@ -29,15 +29,16 @@ def run_with_attentions(family: str, settings: CompressionSettings, seed: int = 
     return cache, [attentions[0].double() for attentions in output.attentions]
 
 
-def pooled_by_hand(votes: torch.Tensor, kernel_size: int, pooling: str) -> torch.Tensor:
-    """votes: (heads, positions). Position i pools positions i - k//2 ... i + k//2; outside the sequence counts as
-    zero (in the average's denominator too: the kernel size)."""
+def pooled_by_hand(votes: torch.Tensor, kernel_size: int, pooling: str, window: str = "centered") -> torch.Tensor:
+    """votes: (heads, positions). Position i pools positions i - k//2 ... i + k//2 (``centered``) or i - k + 1 ... i
+    (``causal``); outside the sequence counts as zero (in the average's denominator too: the kernel size)."""
     heads, positions = votes.shape
-    half = kernel_size // 2
+    before = kernel_size - 1 if window == "causal" else kernel_size // 2
+    after = kernel_size - 1 - before
     pooled = torch.zeros_like(votes)
     for head in range(heads):
         for i in range(positions):
-            neighbours = [float(votes[head, j]) for j in range(i - half, i + half + 1) if 0 <= j < positions]
+            neighbours = [float(votes[head, j]) for j in range(i - before, i + after + 1) if 0 <= j < positions]
             if pooling == "avgpool":
                 pooled[head, i] = sum(neighbours) / kernel_size
             else:
@@ -62,7 +63,7 @@ def snapkv_reference(attentions: torch.Tensor, settings: CompressionSettings, kv
     votes = torch.zeros(attentions.shape[0], attentions.shape[2], dtype=attentions.dtype)
     for query in range(attentions.shape[1] - window, attentions.shape[1]):
         votes += attentions[:, query, :]
-    prefix = pooled_by_hand(votes[:, :-window], settings.kernel_size, settings.pooling)
+    prefix = pooled_by_hand(votes[:, :-window], settings.kernel_size, settings.pooling, settings.pooling_window)
     return per_kv_head(torch.cat([prefix, votes[:, -window:]], dim=1), kv_heads, settings.gqa_aggregation)
 
 
@@ -80,12 +81,13 @@ def assert_kept_are_the_best(record, reference: torch.Tensor, window: int) -> No
         assert lowest_kept >= highest_evicted - 1e-6, (head, lowest_kept, highest_evicted)
 
 
+@pytest.mark.parametrize("window", ["centered", "causal"])
 @pytest.mark.parametrize("pooling", ["avgpool", "maxpool"])
 @pytest.mark.parametrize("kernel_size", [1, 5, 15])
 @pytest.mark.parametrize("gqa", ["mean", "max"])
-def test_snapkv_scores_equal_pooled_window_votes_of_the_eager_attention(pooling, kernel_size, gqa):
+def test_snapkv_scores_equal_pooled_window_votes_of_the_eager_attention(pooling, kernel_size, gqa, window):
     settings = CompressionSettings(window_size=WINDOW, max_capacity_prompt=CAPACITY, kernel_size=kernel_size,
-                                   pooling=pooling, gqa_aggregation=gqa)
+                                   pooling=pooling, pooling_window=window, gqa_aggregation=gqa)
     cache, attentions = run_with_attentions("llama", settings)
     kv_heads = tiny_model("llama").config.num_key_value_heads
     for layer, record in cache.records.items():

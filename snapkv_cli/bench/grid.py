@@ -1,41 +1,50 @@
 """Methods x budgets and the compression settings shared by every cell of a benchmark grid.
 
-A method is a label: a policy name (``snapkv``, ``defensivekv``...), optionally with an allotment other than the
-policy's own, as ``--layer-budgets`` and ``--head-budgets`` give ``snapkv ask``:
+A method is a label: a policy name (``snapkv``, ``defensivekv``...), optionally followed by suffixes that change one
+setting of the grid's for that method alone, as ``snapkv ask``'s options would, in this order:
 
 - ``+pyramid``: PyramidKV's per-layer allotment (the budget decreasing with depth at the same mean), for a policy
   whose own is uniform (``defensivekv+pyramid``);
 - ``+uniformheads``: every KV head of a layer the same budget, for a policy whose own split is adaptive
-  (``defensivekv+uniformheads``: DefensiveKV's votes and ranking without AdaKV's padded layout).
+  (``defensivekv+uniformheads``: DefensiveKV's votes and ranking without AdaKV's padded layout);
+- ``+causalpool``: the causal pooling window (``pooling_window="causal"``), for a policy that pools votes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import combinations
 
 from ..engine import CompressionSettings
 
 DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
-# label suffix -> (the settings field it sets, its value, the policy's own value it replaces)
-ALLOTMENTS = {"pyramid": ("layer_budgets", "pyramid", "uniform"),
-              "uniformheads": ("head_budgets", "uniform", "adaptive")}
+# label suffix -> (the settings field it sets, its value, whether it changes a policy class), in label order
+SUFFIXES: dict[str, tuple[str, str, Callable[[type], bool]]] = {
+    "pyramid": ("layer_budgets", "pyramid", lambda policy: policy.default_layer_budgets == "uniform"),
+    "uniformheads": ("head_budgets", "uniform", lambda policy: policy.default_head_budgets == "adaptive"),
+    "causalpool": ("pooling_window", "causal", lambda policy: policy.pools_votes),
+}
 
 
 def parse_label(label: str) -> tuple[str, dict[str, str]]:
     """A method label as (policy name, settings overrides): ``defensivekv+pyramid`` -> ``("defensivekv",
     {"layer_budgets": "pyramid"})``. Only labels of :func:`method_labels` are meant (the CLI checks)."""
     policy, *suffixes = label.split("+")
-    return policy, {ALLOTMENTS[suffix][0]: ALLOTMENTS[suffix][1] for suffix in suffixes}
+    return policy, {SUFFIXES[suffix][0]: SUFFIXES[suffix][1] for suffix in suffixes}
 
 
 def method_labels() -> tuple[str, ...]:
-    """Every label a grid takes: each policy, and each compressing policy with each suffix that changes it."""
+    """Every label a grid takes: each policy, and each compressing policy with any of the suffixes that change it
+    (in :data:`SUFFIXES`' order)."""
     from ..engine.policies import POLICIES
 
-    own = {"layer_budgets": "default_layer_budgets", "head_budgets": "default_head_budgets"}
-    return (*POLICIES, *(f"{name}+{suffix}" for suffix, (field, _, replaced) in ALLOTMENTS.items()
-                         for name, policy in POLICIES.items()
-                         if policy.compresses and getattr(policy, own[field]) == replaced))
+    labels = []
+    for name, policy in POLICIES.items():
+        changing = [suffix for suffix, (_, _, changes) in SUFFIXES.items() if policy.compresses and changes(policy)]
+        labels += ["+".join((name, *chosen)) for count in range(len(changing) + 1)
+                   for chosen in combinations(changing, count)]
+    return tuple(labels)
 
 
 @dataclass

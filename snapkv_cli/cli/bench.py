@@ -53,8 +53,9 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
     return values
 
 
-METHODS_HELP = ("Comma-separated methods: a policy, or policy+pyramid (PyramidKV's per-layer allotment on top of it), "
-                "or policy+uniformheads (the same budget for every KV head, for adakv and defensivekv).")
+METHODS_HELP = ("Comma-separated methods: a policy, optionally with, in this order, +pyramid (PyramidKV's per-layer "
+                "allotment on top of it), +uniformheads (the same budget for every KV head, for adakv and "
+                "defensivekv), +causalpool (the causal pooling window, for policies that pool votes).")
 
 
 def _names(text: str, allowed, what: str) -> tuple[str, ...]:

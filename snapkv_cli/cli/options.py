@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_HEAD_BUDGETS
+from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_HEAD_BUDGETS, METHOD_POOLING_WINDOW
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
 from ..errors import InvalidValue, UserError
@@ -60,7 +60,8 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
     _option("method", Optional[str], None, "--method", panel=COMPRESSION_PANEL,
             help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, streamingllm or "
-            f"random (default: {METHOD} with --head-budgets {METHOD_HEAD_BUDGETS}, chosen by measurement)."),
+            f"random (default: {METHOD} with --head-budgets {METHOD_HEAD_BUDGETS} and --pooling-window "
+            f"{METHOD_POOLING_WINDOW}, chosen by measurement)."),
     _option("budget", str, str(CLI_DEFAULTS["max_capacity_prompt"]), "--budget", panel=COMPRESSION_PANEL,
             help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
     _option("window", int, CLI_DEFAULTS["window_size"], "--window", panel=COMPRESSION_PANEL,
@@ -69,6 +70,9 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
             help="Pooling kernel size (odd)."),
     _option("pooling", str, CLI_DEFAULTS["pooling"], "--pooling", panel=COMPRESSION_PANEL,
             help="maxpool or avgpool."),
+    _option("pooling_window", Optional[str], None, "--pooling-window", panel=COMPRESSION_PANEL,
+            help="Where the pooling kernel sits: centered on each position (SnapKV) or causal (the position and the "
+                 f"ones before it) (default: {METHOD_POOLING_WINDOW} for the default method, centered otherwise)."),
     _option("gqa", str, GQA_AGGREGATION, "--gqa", panel=COMPRESSION_PANEL,
             help="How query heads of a KV group combine their votes: mean or max."),
     _option("layer_budgets", Optional[str], None, "--layer-budgets", panel=COMPRESSION_PANEL,
@@ -121,13 +125,15 @@ def build_run_options(values: dict):
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
     template = load_template(values["template"])
-    method, head_budgets = values["method"], values["head_budgets"]
-    if method is None:  # the default method, with its own head split unless --head-budgets gives one
+    method, head_budgets, pooling_window = values["method"], values["head_budgets"], values["pooling_window"]
+    if method is None:  # the default method, with its own head split and pooling window unless the options say
         method, head_budgets = METHOD, head_budgets or METHOD_HEAD_BUDGETS
+        pooling_window = pooling_window or METHOD_POOLING_WINDOW
     try:
         settings = CompressionSettings(
             method=method, window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
-            kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
+            kernel_size=values["kernel"], pooling=values["pooling"],
+            pooling_window=pooling_window or CompressionSettings.pooling_window, gqa_aggregation=values["gqa"],
             layer_budgets=values["layer_budgets"], head_budgets=head_budgets,
             seed=values["seed"] if values["seed"] is not None else 0)
     except UserError:

@@ -37,22 +37,22 @@ def attention_probabilities(
     return torch.softmax(logits, dim=-1)
 
 
-def pool_scores(scores: torch.Tensor, kernel_size: int, pooling: str) -> torch.Tensor:
-    """1-D pooling over positions, stride 1, padding kernel_size // 2 (counted in averages, as PyTorch does).
+def pool_scores(scores: torch.Tensor, kernel_size: int, pooling: str, window: str = "centered") -> torch.Tensor:
+    """1-D pooling over positions, stride 1, same length out; zero padding, counted in averages (PyTorch's default).
 
+    ``window`` ``centered`` pools ``kernel_size // 2`` positions either side of each position (SnapKV); ``causal``
+    pools the position and the ``kernel_size - 1`` positions before it (padding on the left only).
     scores: (..., positions) -> same shape.
     """
     if kernel_size == 1 or scores.shape[-1] == 0:
         return scores
     leading = scores.shape[:-1]
     flat = scores.reshape(-1, 1, scores.shape[-1])
+    # max pooling pads with -inf in PyTorch; scores are non-negative, so zero padding is equivalent there, and it
+    # is what avg pooling counts: one explicit pad serves both, and lets the causal window pad one side only
+    padding = (kernel_size - 1, 0) if window == "causal" else (kernel_size // 2, kernel_size // 2)
     pool = F.avg_pool1d if pooling == "avgpool" else F.max_pool1d
-    if pooling == "maxpool":
-        # max pooling pads with -inf in PyTorch; scores are non-negative so zero padding is equivalent and explicit
-        flat = F.pad(flat, (kernel_size // 2, kernel_size // 2))
-        pooled = pool(flat, kernel_size, stride=1)
-    else:
-        pooled = pool(flat, kernel_size, stride=1, padding=kernel_size // 2)
+    pooled = pool(F.pad(flat, padding), kernel_size, stride=1)
     return pooled.reshape(*leading, -1)
 
 

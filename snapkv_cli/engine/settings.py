@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 from ..errors import BudgetTooSmall
 
 POOLINGS = ("avgpool", "maxpool")
+POOLING_WINDOWS = ("centered", "causal")
 # More tokens than any supported model's context: a fraction that keeps no more than the window even of this many
 # tokens cannot work with any model, so it is refused before a model is loaded.
 MAX_CONTEXT_TOKENS = 2**24
@@ -26,6 +27,11 @@ class CompressionSettings:
     ``max_capacity_prompt`` is the number of prompt tokens each layer and KV head keeps (the
     observation window included), or, when it is a float in (0, 1), that fraction of the prompt.
 
+    The votes are pooled over ``kernel_size`` positions (``pooling``: avgpool or maxpool) in a window
+    ``pooling_window``: ``centered`` (SnapKV: ``kernel_size // 2`` positions either side) or ``causal`` (the position
+    and the ``kernel_size - 1`` before it, so the tokens that follow a voted phrase share its votes: the code after
+    "the pass code is" rather than the prose before it).
+
     How the budget is shared out, for any scoring method: ``layer_budgets`` ``uniform`` (every layer the same) or
     ``pyramid`` (PyramidKV: decreasing with depth, same mean); ``head_budgets`` ``uniform`` (every KV head the same)
     or ``adaptive`` (AdaKV: one top-k over all KV heads of a layer, each head keeping at least ``head_floor`` of its
@@ -39,6 +45,7 @@ class CompressionSettings:
     max_capacity_prompt: int | float = 4096
     kernel_size: int = 5
     pooling: str = "avgpool"
+    pooling_window: str = "centered"
     gqa_aggregation: str = "mean"
     sink_tokens: int = 4
     pyramid_beta: int = 20
@@ -78,6 +85,8 @@ class CompressionSettings:
             raise ValueError(f"kernel_size must be a positive odd integer such as 5 or 7, got {self.kernel_size!r}")
         if self.pooling not in POOLINGS:
             raise ValueError(f"unknown pooling {self.pooling!r}: choose avgpool or maxpool")
+        if self.pooling_window not in POOLING_WINDOWS:
+            raise ValueError(f"unknown pooling_window {self.pooling_window!r}: choose centered or causal")
         if self.gqa_aggregation not in GQA_AGGREGATIONS:
             raise ValueError(f"unknown gqa_aggregation {self.gqa_aggregation!r}: choose mean or max")
         if self.sink_tokens < 0 or self.pyramid_beta < 1 or self.query_block_size < 1:

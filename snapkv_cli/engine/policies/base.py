@@ -60,13 +60,16 @@ class Policy:
     A layer is compressed in four steps, each one overridable: :meth:`capacity` (its tokens per KV head),
     :meth:`scores` (what each position is worth), :meth:`head_budgets` (how the layer's budget is split over its KV
     heads) and :meth:`ranking` (the order in which positions are kept; the scores unless the method ranks otherwise).
-    ``default_layer_budgets`` and ``default_head_budgets`` apply unless the settings choose otherwise.
+    ``default_layer_budgets`` and ``default_head_budgets`` apply unless the settings choose otherwise;
+    ``pools_votes`` says whether the scores are pooled window votes (so ``kernel_size``, ``pooling`` and
+    ``pooling_window`` apply).
     """
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
     accumulates_attention: ClassVar[bool] = False
     compresses: ClassVar[bool] = True
+    pools_votes: ClassVar[bool] = False
     default_layer_budgets: ClassVar[str] = "uniform"
     default_head_budgets: ClassVar[str] = "uniform"
 

@@ -122,6 +122,7 @@ class CriticalKVPolicy(Policy):
     description = (
         "SnapKV scores; half of each head's budget by attention, the rest by attention x ||W_o v|| (CriticalKV)"
     )
+    pools_votes = True
 
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)

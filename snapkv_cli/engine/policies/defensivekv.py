@@ -21,16 +21,16 @@ from .criticalkv import EPSILON, critical_ranking
 def defensive_scores(context: LayerContext) -> torch.Tensor:
     """(batch, kv_heads, prompt_length) worst-case window votes with the prior correction.
 
-    Before the window: each window query's attention row (per query head) is pooled (``kernel_size``, ``pooling``)
-    and rescaled to the row's own mass before the window, the maximum is taken over window queries and the query
-    heads of the group, and positions below the mean of those maxima are raised to it. Window positions carry their
-    raw maxima (they are always kept).
+    Before the window: each window query's attention row (per query head) is pooled (``kernel_size``, ``pooling``,
+    ``pooling_window``) and rescaled to the row's own mass before the window, the maximum is taken over window
+    queries and the query heads of the group, and positions below the mean of those maxima are raised to it. Window
+    positions carry their raw maxima (they are always kept).
     """
     settings = context.settings
     attention = context.window_attention  # (batch, kv_heads, group, window, prompt_length)
     window = attention.shape[3]
     rows = attention[..., :-window]
-    pooled = pool_scores(rows, settings.kernel_size, settings.pooling)
+    pooled = pool_scores(rows, settings.kernel_size, settings.pooling, settings.pooling_window)
     mass = rows.sum(dim=-1, keepdim=True)
     pooled = pooled * (mass / pooled.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(pooled.dtype).tiny))
     worst = pooled.amax(dim=(2, 3))  # (batch, kv_heads, prefix_length)
@@ -41,6 +41,7 @@ def defensive_scores(context: LayerContext) -> torch.Tensor:
 class DefensiveKVPolicy(Policy):
     name = "defensivekv"
     description = "worst-case window votes with a prior floor, on Ada-CriticalKV (DefensiveKV)"
+    pools_votes = True
     default_head_budgets = "adaptive"
 
     def scores(self, context: LayerContext) -> torch.Tensor:

@@ -15,6 +15,7 @@ from .snapkv import pooled_window_votes
 class PyramidKVPolicy(Policy):
     name = "pyramidkv"
     description = "SnapKV scores with per-layer budgets decreasing with depth"
+    pools_votes = True
     default_layer_budgets = "pyramid"
 
     def scores(self, context: LayerContext) -> torch.Tensor:
