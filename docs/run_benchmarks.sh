@@ -5,7 +5,7 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
-#                                                  # beyonddefault beyondtune niahbeyond methodstiming
+#                                                  # beyonddefault beyondtune tunecausal niahbeyond methodstiming
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -179,6 +179,19 @@ beyondtune() {  # issue 17's tune split: the candidates for the default method a
   done
 }
 
+tunecausal() {  # issue 17: the causal pooling window against the centered one on the tune split's pairs of
+  # beyondtune, for the default method and SnapKV, one thread (about 60 min)
+  local task
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1_${task}_causalpool.json" bench accuracy --split tune --seed 1 \
+      --methods defensivekv+uniformheads+causalpool,snapkv+causalpool --budgets 128,256 --lengths 4096 \
+      --tasks "$task" --samples 30
+  done
+  OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_causalpool.json" bench accuracy --split tune \
+    --methods defensivekv+uniformheads+causalpool,snapkv+causalpool --budgets 128,256,1024 --lengths 4096 \
+    --tasks single_needle,multi_key,multi_value --samples 10
+}
+
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, one thread (40 min)
   OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
     --depths 0,25,50,75,100 --methods full,snapkv,defensivekv,defensivekv+uniformheads --budgets 128,256,1024 \
@@ -202,6 +215,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondtune niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondtune tunecausal niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
