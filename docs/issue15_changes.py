@@ -39,7 +39,7 @@ CHANGES = [
      'device_map=values["device_map"], settings=settings', 'device_map=None, settings=settings',
      [CLI + "test_prefill_chunk_and_device_map_keep_the_answer_and_the_selection"]),
     ("3a pooling off", "snapkv_cli/engine/policies/snapkv.py",
-     "prefix = pool_scores(votes[..., :-window], settings.kernel_size, settings.pooling)",
+     "prefix = pool_scores(votes[..., :-window], settings.kernel_size, settings.pooling, settings.pooling_window)",
      "prefix = votes[..., :-window]",
      [REF, INS + "test_kernel_pooling_and_gqa_options_reach_the_scores"]),
     ("3b GQA always mean", "snapkv_cli/engine/attention.py",

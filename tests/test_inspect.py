@@ -171,20 +171,22 @@ def test_kernel_pooling_and_gqa_options_reach_the_scores(docs, tiny_model_path):
 
     eager = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
     seen = set()
-    for kernel, pooling, gqa in (("5", "avgpool", "max"), ("15", "maxpool", "mean"), ("1", "avgpool", "mean")):
+    cases = (("5", "avgpool", "max", "centered"), ("15", "maxpool", "mean", "centered"),
+             ("15", "maxpool", "mean", "causal"), ("1", "avgpool", "mean", "centered"))
+    for kernel, pooling, gqa, window in cases:
         data = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--method", "snapkv",
-                            "--kernel", kernel, "--pooling", pooling, "--gqa", gqa)
+                            "--kernel", kernel, "--pooling", pooling, "--gqa", gqa, "--pooling-window", window)
         with torch.no_grad():
             attentions = eager(torch.tensor([data["token_ids"]]), output_attentions=True).attentions
         settings = CompressionSettings(window_size=8, max_capacity_prompt=64, kernel_size=int(kernel),
-                                       pooling=pooling, gqa_aggregation=gqa)
+                                       pooling=pooling, pooling_window=window, gqa_aggregation=gqa)
         for layer in data["layers"]:
             reference = snapkv_reference(attentions[layer["layer"]][0].double(), settings, len(layer["heads"]))
             for head in layer["heads"]:
                 expected = reference[head["head"], head["kept"]].tolist()
-                assert head["scores"] == pytest.approx(expected, rel=2e-5, abs=1e-7), (kernel, pooling, gqa)
+                assert head["scores"] == pytest.approx(expected, rel=2e-5, abs=1e-7), (kernel, pooling, gqa, window)
         seen.add(json.dumps(data["layers"]))
-    assert len(seen) == 3
+    assert len(seen) == len(cases)
 
 
 def test_random_method_follows_the_seed(docs, tiny_model_path):

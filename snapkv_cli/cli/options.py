@@ -132,8 +132,8 @@ def build_run_options(values: dict):
     try:
         settings = CompressionSettings(
             method=method, window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
-            kernel_size=values["kernel"], pooling=values["pooling"],
-            pooling_window=pooling_window or CompressionSettings.pooling_window, gqa_aggregation=values["gqa"],
+            kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
+            pooling_window=pooling_window or CompressionSettings.pooling_window,
             layer_budgets=values["layer_budgets"], head_budgets=head_budgets,
             seed=values["seed"] if values["seed"] is not None else 0)
     except UserError:
