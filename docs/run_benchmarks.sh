@@ -150,15 +150,15 @@ beyond() {  # issue 17: every method at budgets 64-1024, 30 samples, one shard p
 }
 
 beyonddefault() {  # issue 17: the default chosen on the tune split, on every committed test shard's samples (paired
-  # with that shard's full cache), one thread; a result already in docs/results/beyond/ is not run again
-  local length task
+  # with that shard's full cache), one thread; a result already in docs/results/beyond/ is not run again.
+  # DEFAULT_LABEL=defensivekv+uniformheads re-runs the first choice (the centered pooling window).
+  local length task label=${DEFAULT_LABEL:-defensivekv+uniformheads+causalpool}
   for length in ${BEYOND_LENGTHS:-2048 4096 8192}; do
     for task in ${BEYOND_TASKS:-single_needle multi_key multi_value variable_tracking question_first}; do
       [ -f "$out/beyond/${length}_${task}.json" ] || continue
-      [ -f "$out/beyond/${length}_${task}_defensivekv+uniformheads.json" ] && continue
-      OMP_NUM_THREADS=1 run "$out/beyond/${length}_${task}_defensivekv+uniformheads.json" bench accuracy \
-        --methods defensivekv+uniformheads --budgets 64,128,256,512,1024 --lengths "$length" --tasks "$task" \
-        --samples 30
+      [ -f "$out/beyond/${length}_${task}_$label.json" ] && continue
+      OMP_NUM_THREADS=1 run "$out/beyond/${length}_${task}_$label.json" bench accuracy \
+        --methods "$label" --budgets 64,128,256,512,1024 --lengths "$length" --tasks "$task" --samples 30
     done
   done
 }

@@ -128,10 +128,10 @@ def test_answer_on_stdout_report_on_stderr(docs, tiny_model_path):
 
 
 @pytest.mark.parametrize(("arguments", "method", "layers", "heads", "window"), [
-    # the default: DefensiveKV's votes, every KV head the same budget
-    ((), "defensivekv", "uniform", "uniform", "centered"),
-    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive", "centered"),
-    (("--pooling-window", "causal"), "defensivekv", "uniform", "uniform", "causal"),
+    # the default: DefensiveKV's votes in the causal pooling window, every KV head the same budget
+    ((), "defensivekv", "uniform", "uniform", "causal"),
+    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive", "causal"),
+    (("--pooling-window", "centered"), "defensivekv", "uniform", "uniform", "centered"),
     (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive", "centered"),  # the paper's, named
     (("--method", "snapkv"), "snapkv", "uniform", "uniform", "centered"),
     (("--method", "snapkv", "--pooling-window", "causal"), "snapkv", "uniform", "uniform", "causal"),
@@ -167,10 +167,10 @@ def test_json_schema(docs, tiny_model_path):
         assert key in report, key
     assert isinstance(report["answer"], str)
     assert report["model"] == tiny_model_path
-    assert report["method"] == "defensivekv"  # the default method, with uniform head budgets
+    assert report["method"] == "defensivekv"  # the default method: uniform head budgets, causal pooling window
     assert report["device"] == "cpu" and report["dtype"] == "float32"
     assert report["settings"] == {**report["settings"], "window_size": 32, "max_capacity_prompt": 64,
-                                  "kernel_size": 3, "pooling": "avgpool", "pooling_window": "centered",
+                                  "kernel_size": 3, "pooling": "avgpool", "pooling_window": "causal",
                                   "gqa_aggregation": "max",
                                   "layer_budgets": "uniform", "head_budgets": "uniform"}
     prompt_tokens = report["prompt_tokens"]
