@@ -462,6 +462,7 @@ def test_models_list(tmp_path):
     ("notes.txt", QUESTION, ["--window", "0"], ["window_size must be a positive integer"]),
     ("notes.txt", QUESTION, ["--method", "magic"], ["unknown method 'magic'", "snapkv", "streamingllm"]),
     ("notes.txt", QUESTION, ["--pooling", "minpool"], ["unknown pooling 'minpool'", "avgpool or maxpool"]),
+    ("notes.txt", QUESTION, ["--pooling-window", "left"], ["unknown pooling_window 'left'", "centered or causal"]),
     ("notes.txt", QUESTION, ["--gqa", "median"], ["unknown gqa_aggregation 'median'", "mean or max"]),
     ("notes.txt", QUESTION, ["--template", "nope"], ["unknown template 'nope'", "qa", "summary"]),
     ("notes.txt", QUESTION, ["--template", "/no/such/template.txt"], ["template file not found"]),
