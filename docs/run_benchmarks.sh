@@ -192,10 +192,14 @@ tunecausal() {  # issue 17: the causal pooling window against the centered one o
     --tasks single_needle,multi_key,multi_value --samples 10
 }
 
-niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, one thread (40 min)
+niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, then with the
+  # causal pooling window, one thread (25 + 20 min)
   OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
     --depths 0,25,50,75,100 --methods full,snapkv,defensivekv,defensivekv+uniformheads --budgets 128,256,1024 \
     --max-new-tokens 32
+  OMP_NUM_THREADS=1 run "$out/niah/niah_causal.json" bench niah --lengths 1024,2048,4096,6144,8192 \
+    --depths 0,25,50,75,100 --methods full,defensivekv+causalpool,defensivekv+uniformheads+causalpool \
+    --budgets 128,256,1024 --max-new-tokens 32
 }
 
 methodstiming() {  # issue 17: every method's prefill and decode next to SnapKV's at 8k tokens, budget 256, one thread
