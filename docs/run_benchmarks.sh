@@ -5,7 +5,8 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
-#                                                  # beyonddefault beyondtune tunecausal niahbeyond methodstiming
+#                                                  # beyonddefault beyondseed1 beyondtune tunecausal niahbeyond
+#                                                  # methodstiming
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -179,6 +180,16 @@ beyondtune() {  # issue 17's tune split: the candidates for the default method a
   done
 }
 
+beyondseed1() {  # issue 17: a second test draw (seed 1) of the 4k needle and multi_key tasks for the two windows
+  # of the default at 128 and 256, with the full cache, SnapKV and DefensiveKV beside them, one thread (20 min a task)
+  local task
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/4096_${task}_seed1.json" bench accuracy --seed 1 \
+      --methods full,snapkv,defensivekv,defensivekv+uniformheads,defensivekv+uniformheads+causalpool \
+      --budgets 128,256 --lengths 4096 --tasks "$task" --samples 30
+  done
+}
+
 tunecausal() {  # issue 17: the causal pooling window against the centered one on the tune split's pairs of
   # beyondtune, for the default method and SnapKV, one thread (about 60 min)
   local task
@@ -219,6 +230,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondtune tunecausal niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
