@@ -10,15 +10,13 @@ cuts it short; a budget of 1024 tokens per layer and KV head is SnapKV's smalles
 CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, pooling="maxpool")
 
 # Those the command line shares with the library (named here so `snapkv --help` needs no engine import).
-# The method when --method is not given, chosen on the tune split (docs/benchmarks.md, "Choosing the default method
-# on the tune split"): DefensiveKV's worst-case votes, with the same budget for every KV head unless --head-budgets
-# says otherwise (the paper's DefensiveKV, `--method defensivekv`, splits it adaptively over padded heads: it kept
-# no more answers on the tune split, in 39% more KV bytes).
+# The method when --method is not given, and the settings it comes with (each yields to its own option), chosen on
+# the tune split (docs/benchmarks.md, "Choosing the default method on the tune split"): DefensiveKV's worst-case
+# votes with the same budget for every KV head (the paper's DefensiveKV, `--method defensivekv`, splits it
+# adaptively over padded heads: it kept no more answers on the tune split, in 39% more KV bytes), pooled in the
+# causal window ("A causal pooling window": the end of a code follows the phrase the question matches).
 METHOD = "defensivekv"
-METHOD_HEAD_BUDGETS = "uniform"
-# ... and its votes pooled in the causal window unless --pooling-window says otherwise, chosen on the tune split as
-# well (docs/benchmarks.md, "A causal pooling window": the end of a code follows the phrase the question matches).
-METHOD_POOLING_WINDOW = "causal"
+METHOD_SETTINGS = dict(head_budgets="uniform", pooling_window="causal")
 GQA_AGGREGATION = "mean"
 
 # Tokens generated per answer unless --max-new-tokens says otherwise (also the room kept for it in the context).

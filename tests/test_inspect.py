@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
 from snapkv_cli import pipeline
-from snapkv_cli.defaults import METHOD, METHOD_HEAD_BUDGETS, METHOD_POOLING_WINDOW
+from snapkv_cli.defaults import METHOD, METHOD_SETTINGS
 from snapkv_cli.documents import load_document
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
@@ -99,9 +99,8 @@ def inspect_json(*args: str) -> dict:
 
 def small_settings(method: str | None, budget: int, window: int) -> CompressionSettings:
     """The settings the CLI runs with ``SMALL`` (and ``--method`` when ``method`` is given; its default otherwise)."""
-    default = {"head_budgets": METHOD_HEAD_BUDGETS, "pooling_window": METHOD_POOLING_WINDOW} if method is None else {}
     return CompressionSettings(method=method or METHOD, window_size=window, max_capacity_prompt=budget, kernel_size=15,
-                               pooling="maxpool", **default)
+                               pooling="maxpool", **(METHOD_SETTINGS if method is None else {}))
 
 
 def direct_run(loaded, doc: str, method: str | None = None, budget: int = 64, window: int = 8, *, pages=None,

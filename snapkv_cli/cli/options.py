@@ -17,7 +17,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_HEAD_BUDGETS, METHOD_POOLING_WINDOW
+from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
 from ..errors import InvalidValue, UserError
@@ -60,8 +60,8 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
     _option("method", Optional[str], None, "--method", panel=COMPRESSION_PANEL,
             help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, streamingllm or "
-            f"random (default: {METHOD} with --head-budgets {METHOD_HEAD_BUDGETS} and --pooling-window "
-            f"{METHOD_POOLING_WINDOW}, chosen by measurement)."),
+            f"random (default: {METHOD} with --head-budgets {METHOD_SETTINGS['head_budgets']} and --pooling-window "
+            f"{METHOD_SETTINGS['pooling_window']}, chosen by measurement)."),
     _option("budget", str, str(CLI_DEFAULTS["max_capacity_prompt"]), "--budget", panel=COMPRESSION_PANEL,
             help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
     _option("window", int, CLI_DEFAULTS["window_size"], "--window", panel=COMPRESSION_PANEL,
@@ -72,7 +72,8 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
             help="maxpool or avgpool."),
     _option("pooling_window", Optional[str], None, "--pooling-window", panel=COMPRESSION_PANEL,
             help="Where the pooling kernel sits: centered on each position (SnapKV) or causal (the position and the "
-                 f"ones before it) (default: {METHOD_POOLING_WINDOW} for the default method, centered otherwise)."),
+                 f"ones before it) (default: {METHOD_SETTINGS['pooling_window']} for the default method, centered "
+                 "otherwise)."),
     _option("gqa", str, GQA_AGGREGATION, "--gqa", panel=COMPRESSION_PANEL,
             help="How query heads of a KV group combine their votes: mean or max."),
     _option("layer_budgets", Optional[str], None, "--layer-budgets", panel=COMPRESSION_PANEL,
@@ -125,16 +126,15 @@ def build_run_options(values: dict):
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
     template = load_template(values["template"])
-    method, head_budgets, pooling_window = values["method"], values["head_budgets"], values["pooling_window"]
-    if method is None:  # the default method, with its own head split and pooling window unless the options say
-        method, head_budgets = METHOD, head_budgets or METHOD_HEAD_BUDGETS
-        pooling_window = pooling_window or METHOD_POOLING_WINDOW
+    method = values["method"]
+    given = {name: values[name] for name in METHOD_SETTINGS if values[name] is not None}
+    if method is None:  # the default method, with the settings it comes with unless the options say otherwise
+        method, given = METHOD, {**METHOD_SETTINGS, **given}
     try:
         settings = CompressionSettings(
             method=method, window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
             kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
-            pooling_window=pooling_window or CompressionSettings.pooling_window,
-            layer_budgets=values["layer_budgets"], head_budgets=head_budgets,
+            layer_budgets=values["layer_budgets"], **given,
             seed=values["seed"] if values["seed"] is not None else 0)
     except UserError:
         raise
