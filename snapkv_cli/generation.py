@@ -12,6 +12,7 @@ import torch
 from .allocator import return_freed_memory_to_os
 from .defaults import MAX_NEW_TOKENS
 from .engine import CompressionSettings, SnapKVCache, prepare
+from .engine.words import prompt_word_ids
 from .stopping import StopRule
 
 
@@ -134,6 +135,8 @@ def generate_answer(
         cache, start = prefix.fork(settings), prefix.get_seq_length()
     else:
         cache, start = SnapKVCache(settings=settings, config=model.config), 0
+    if settings.whole_words:
+        cache.word_ids = prompt_word_ids(tokenizer, input_ids).to(device)
     prompt_length = len(input_ids)
     generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
     stops = stop_token_ids(model, tokenizer) if options.stop_at_eos else set()

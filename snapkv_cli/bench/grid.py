@@ -7,7 +7,8 @@ setting of the grid's for that method alone, as ``snapkv ask``'s options would, 
   whose own is uniform (``defensivekv+pyramid``);
 - ``+uniformheads``: every KV head of a layer the same budget, for a policy whose own split is adaptive
   (``defensivekv+uniformheads``: DefensiveKV's votes and ranking without AdaKV's padded layout);
-- ``+causalpool``: the causal pooling window (``pooling_window="causal"``), for a policy that pools votes.
+- ``+causalpool``: the causal pooling window (``pooling_window="causal"``), for a policy that pools votes;
+- ``+wholewords``: every token of a word ranks with its best one (``whole_words=True``), for any compressing policy.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ from ..engine import CompressionSettings
 
 DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
 # label suffix -> (the settings field it sets, its value, whether it changes a policy class), in label order
-SUFFIXES: dict[str, tuple[str, str, Callable[[type], bool]]] = {
+SUFFIXES: dict[str, tuple[str, str | bool, Callable[[type], bool]]] = {
     "pyramid": ("layer_budgets", "pyramid", lambda policy: policy.default_layer_budgets == "uniform"),
     "uniformheads": ("head_budgets", "uniform", lambda policy: policy.default_head_budgets == "adaptive"),
     "causalpool": ("pooling_window", "causal", lambda policy: policy.pools_votes),
+    "wholewords": ("whole_words", True, lambda policy: True),
 }
 
 
-def parse_label(label: str) -> tuple[str, dict[str, str]]:
+def parse_label(label: str) -> tuple[str, dict[str, str | bool]]:
     """A method label as (policy name, settings overrides): ``defensivekv+pyramid`` -> ``("defensivekv",
     {"layer_budgets": "pyramid"})``. Only labels of :func:`method_labels` are meant (the CLI checks)."""
     policy, *suffixes = label.split("+")

@@ -24,6 +24,7 @@ from .masking import MASKABLE_ATTENTION, CompressedLayerMask
 from .policies import POLICIES, LayerContext
 from .selection import gather_positions, select_kept_positions
 from .settings import CompressionSettings
+from .words import whole_word_ranking
 
 
 @dataclass
@@ -187,6 +188,8 @@ class SnapKVCache(DynamicCache):
         self._deferring = False
         self._masks: dict[int, CompressedLayerMask] = {}  # compressed layers that need a mask of their own
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
+        # (prompt_length,) int64 word of each prompt token, on the model's device: needed with settings.whole_words
+        self.word_ids: torch.Tensor | None = None
 
     # -- called by the prepared model's hooks ----------------------------------------------------------------
     def bind_config(self, config) -> None:
@@ -374,8 +377,12 @@ class SnapKVCache(DynamicCache):
         )
         scores = self.policy.scores(context)
         head_budgets = self.policy.head_budgets(scores, capacity)
-        kept = select_kept_positions(self.policy.ranking(context, scores, head_budgets), self.settings.window_size,
-                                     head_budgets)
+        ranking = self.policy.ranking(context, scores, head_budgets)
+        if self.settings.whole_words:
+            if self.word_ids is None or self.word_ids.shape[0] < prompt_length:
+                raise ValueError("whole_words needs the prompt's word ids in cache.word_ids (generate_answer sets them)")
+            ranking = whole_word_ranking(ranking, self.word_ids, prompt_length - self.settings.window_size)
+        kept = select_kept_positions(ranking, self.settings.window_size, head_budgets)
         if kept.padded:
             implementation = module.config._attn_implementation
             if implementation not in MASKABLE_ATTENTION:

@@ -38,6 +38,9 @@ class CompressionSettings:
     even share). ``None`` takes the method's own choice (``pyramidkv`` is pyramid; ``adakv`` and ``defensivekv`` are
     adaptive; the rest uniform). ``critical_first_stage`` is CriticalKV's share of each head's budget chosen by
     attention alone (the rest by attention x projected value norm); ``chunk_size`` is ChunkKV's chunk length.
+
+    ``whole_words``: every token of a word ranks with the word's best token, so a head keeps numbers and names whole
+    (:mod:`snapkv_cli.engine.words`; the cache needs the prompt's word ids, which generation gives it).
     """
 
     method: str = "snapkv"
@@ -54,6 +57,7 @@ class CompressionSettings:
     head_floor: float = 0.2
     critical_first_stage: float = 0.5
     chunk_size: int = 10
+    whole_words: bool = False
     query_block_size: int = 256
     seed: int = 0
 
@@ -101,6 +105,8 @@ class CompressionSettings:
                 raise ValueError(f"{name} must be a fraction between 0 and 1, got {value!r}")
         if isinstance(self.chunk_size, bool) or not isinstance(self.chunk_size, int) or self.chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {self.chunk_size!r}")
+        if not isinstance(self.whole_words, bool):
+            raise ValueError(f"whole_words must be True or False, got {self.whole_words!r}")
 
     @property
     def is_fraction(self) -> bool:
