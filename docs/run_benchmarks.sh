@@ -5,7 +5,7 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
-#                                                  # beyonddefault beyondseed1 beyondtune tunecausal niahbeyond
+#                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords niahbeyond
 #                                                  # methodstiming
 #                                                  # (default: all of them)
 #
@@ -207,6 +207,17 @@ tunecausal() {  # issue 17: the causal pooling window against the centered one o
     --tasks single_needle,multi_key,multi_value --samples 10
 }
 
+tunewords() {  # issue 17: whole words on the default method, on the tune split's pairs of beyondtune, one thread
+  # (about 45 min)
+  local task label=defensivekv+uniformheads+causalpool+wholewords
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1_${task}_wholewords.json" bench accuracy --split tune --seed 1 \
+      --methods $label --budgets 128,256 --lengths 4096 --tasks "$task" --samples 30
+  done
+  OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_wholewords.json" bench accuracy --split tune \
+    --methods $label --budgets 128,256,1024 --lengths 4096 --tasks single_needle,multi_key,multi_value --samples 10
+}
+
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, then with the
   # causal pooling window, one thread (25 + 20 min)
   OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
@@ -234,6 +245,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
