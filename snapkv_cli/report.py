@@ -41,6 +41,7 @@ class SettingsInfo:
     gqa_aggregation: str
     layer_budgets: str  # how the budget is shared over layers: uniform or pyramid (the method's own unless set)
     head_budgets: str  # and over a layer's KV heads: uniform or adaptive
+    whole_words: bool  # every token of a word ranked with its best one
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,8 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
                               budget=settings.max_capacity_prompt, kernel_size=settings.kernel_size,
                               pooling=settings.pooling, pooling_window=settings.pooling_window,
                               gqa_aggregation=settings.gqa_aggregation,
-                              layer_budgets=cache.policy.layer_budgets, head_budgets=cache.policy.head_allotment),
+                              layer_budgets=cache.policy.layer_budgets, head_budgets=cache.policy.head_allotment,
+                              whole_words=settings.whole_words),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,
                           truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,

@@ -53,6 +53,8 @@ def render_report(report: Report, console: Console) -> None:
             window = "causal " if settings.pooling_window == "causal" else ""
             method += f", kernel {settings.kernel_size} {window}{settings.pooling}"
         method += f", {settings.layer_budgets} layers, {settings.head_budgets} heads"
+        if settings.whole_words:
+            method += ", whole words"
     table.add_row("method", method)
     table.add_row("KV cache", f"{cache.tokens_before} → {cache.tokens_after:g} tokens per head, "
                               f"{human_bytes(cache.bytes_before)} → {human_bytes(cache.bytes_after)} "

@@ -305,7 +305,8 @@ def test_bench_rejects_bad_lists(tiny_model_path):
     result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", "snapkv,magic"])
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")
     for label in ("full+pyramid", "pyramidkv+pyramid", "snapkv+uniform", "snapkv+uniformheads",
-                  "defensivekv+uniformheads+pyramid", "chunkkv+causalpool", "h2o+causalpool"):
+                  "defensivekv+uniformheads+pyramid", "chunkkv+causalpool", "h2o+causalpool", "full+wholewords",
+                  "snapkv+wholewords+causalpool"):
         result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", f"full,{label}"])
         assert result.exit_code == 1 and result.stderr.startswith(f"Error: unknown method {label}")
 
@@ -323,6 +324,9 @@ def test_a_method_label_sets_the_allotment_its_suffix_names_on_its_policy():
     assert (default.method, default.head_budgets, default.pooling_window) == ("defensivekv", "uniform", "causal")
     both = plan.settings("defensivekv+pyramid+uniformheads+causalpool", 256)
     assert (both.layer_budgets, both.head_budgets, both.pooling_window) == ("pyramid", "uniform", "causal")
+    assert not both.whole_words and plan.settings("chunkkv+wholewords", 64).whole_words
+    words = plan.settings("defensivekv+uniformheads+causalpool+wholewords", 128)
+    assert (words.head_budgets, words.pooling_window, words.whole_words) == ("uniform", "causal", True)
     assert plan.needs_attention_sums()  # H2O's, through its label
     assert not AccuracyPlan(methods=("full", "snapkv+pyramid")).needs_attention_sums()
 

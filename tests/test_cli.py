@@ -127,27 +127,30 @@ def test_answer_on_stdout_report_on_stderr(docs, tiny_model_path):
     assert report["prompt_tokens"] > 0 and report["generated_tokens"] <= 4
 
 
-@pytest.mark.parametrize(("arguments", "method", "layers", "heads", "window"), [
-    # the default: DefensiveKV's votes in the causal pooling window, every KV head the same budget
-    ((), "defensivekv", "uniform", "uniform", "causal"),
-    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive", "causal"),
-    (("--pooling-window", "centered"), "defensivekv", "uniform", "uniform", "centered"),
-    (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive", "centered"),  # the paper's, named
-    (("--method", "snapkv"), "snapkv", "uniform", "uniform", "centered"),
-    (("--method", "snapkv", "--pooling-window", "causal"), "snapkv", "uniform", "uniform", "causal"),
-    (("--method", "pyramidkv"), "pyramidkv", "pyramid", "uniform", "centered"),
+@pytest.mark.parametrize(("arguments", "method", "layers", "heads", "window", "words"), [
+    # the default: DefensiveKV's votes in the causal pooling window, every KV head the same budget, token by token
+    ((), "defensivekv", "uniform", "uniform", "causal", False),
+    (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive", "causal", False),
+    (("--pooling-window", "centered"), "defensivekv", "uniform", "uniform", "centered", False),
+    (("--whole-words",), "defensivekv", "uniform", "uniform", "causal", True),
+    (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive", "centered", False),  # the paper's, named
+    (("--method", "snapkv"), "snapkv", "uniform", "uniform", "centered", False),
+    (("--method", "snapkv", "--pooling-window", "causal"), "snapkv", "uniform", "uniform", "causal", False),
+    (("--method", "snapkv", "--whole-words"), "snapkv", "uniform", "uniform", "centered", True),
+    (("--method", "pyramidkv"), "pyramidkv", "pyramid", "uniform", "centered", False),
 ])
 def test_the_default_method_and_its_settings_yield_to_the_options(docs, tiny_model_path, arguments, method, layers,
-                                                                  heads, window):
+                                                                  heads, window, words):
     result = ask_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--json", "--budget", "64",
                     *arguments)
     report = json.loads(result.stdout)
     settings = report["settings"]
-    assert (report["method"], settings["layer_budgets"], settings["head_budgets"], settings["pooling_window"]) == (
-        method, layers, heads, window)
+    assert (report["method"], settings["layer_budgets"], settings["head_budgets"], settings["pooling_window"],
+            settings["whole_words"]) == (method, layers, heads, window, words)
     shown = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())  # the report's text, however it wraps
     kernel = "kernel 15 causal maxpool" if window == "causal" else "kernel 15 maxpool"
-    assert f"{method} budget 64, {kernel}, {layers} layers, {heads} heads" in shown
+    whole = ", whole words" if words else ""
+    assert f"{method} budget 64, {kernel}, {layers} layers, {heads} heads{whole}" in shown
 
 
 def test_a_method_that_does_not_pool_shows_no_kernel(docs, tiny_model_path):
@@ -172,7 +175,7 @@ def test_json_schema(docs, tiny_model_path):
     assert report["settings"] == {**report["settings"], "window_size": 32, "max_capacity_prompt": 64,
                                   "kernel_size": 3, "pooling": "avgpool", "pooling_window": "causal",
                                   "gqa_aggregation": "max",
-                                  "layer_budgets": "uniform", "head_budgets": "uniform"}
+                                  "layer_budgets": "uniform", "head_budgets": "uniform", "whole_words": False}
     prompt_tokens = report["prompt_tokens"]
     assert prompt_tokens > 64
     assert 0 <= report["generated_tokens"] <= 4  # fewer if the model ends its turn

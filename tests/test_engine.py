@@ -304,20 +304,24 @@ def test_batch_of_equal_length_prompts_selects_per_row():
     layer_budgets=st.sampled_from([None, "uniform", "pyramid"]),
     head_budgets=st.sampled_from([None, "uniform", "adaptive"]),
     chunk_size=st.integers(min_value=1, max_value=12),
+    word_length=st.sampled_from([None, 1, 3, 7]),
 )
 def test_selection_invariants(method, prompt_length, window_size, extra, kernel_size, pooling, aggregation,
-                              layer_budgets, head_budgets, chunk_size):
-    """Every method, alone or with either layer and head allotment: each layer keeps its capacity per KV head on
-    average (exactly, per head, unless heads are allotted adaptively), every head keeps the window, its kept positions
-    are sorted and unique, padding slots only pad, the cache holds exactly the kept keys, and the bytes reported are
-    the bytes allocated."""
+                              layer_budgets, head_budgets, chunk_size, word_length):
+    """Every method, alone or with either layer and head allotment, token by token or in whole words: each layer
+    keeps its capacity per KV head on average (exactly, per head, unless heads are allotted adaptively), every head
+    keeps the window, its kept positions are sorted and unique, padding slots only pad, the cache holds exactly the
+    kept keys, and the bytes reported are the bytes allocated."""
     model = prepare(tiny_model("llama"))
     input_ids = prompt_ids(prompt_length, seed=prompt_length)
     capacity = window_size + extra
     settings = CompressionSettings(method=method, window_size=window_size, max_capacity_prompt=capacity,
                                    kernel_size=kernel_size, pooling=pooling, gqa_aggregation=aggregation,
-                                   layer_budgets=layer_budgets, head_budgets=head_budgets, chunk_size=chunk_size)
+                                   layer_budgets=layer_budgets, head_budgets=head_budgets, chunk_size=chunk_size,
+                                   whole_words=word_length is not None)
     cache = SnapKVCache(settings=settings)
+    if word_length is not None:
+        cache.word_ids = torch.arange(prompt_length) // word_length
     reference = DynamicCache()
     with torch.no_grad():
         model(input_ids, past_key_values=cache, use_cache=True)

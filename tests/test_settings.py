@@ -34,6 +34,7 @@ def refused(message: str, **values) -> None:
     ({"kernel_size": 1.5}, "kernel_size must be a positive odd integer such as 5 or 7, got 1.5"),
     ({"pooling": "minpool"}, "unknown pooling 'minpool': choose avgpool or maxpool"),
     ({"pooling_window": "left"}, "unknown pooling_window 'left': choose centered or causal"),
+    ({"whole_words": "yes"}, "whole_words must be True or False, got 'yes'"),
     ({"gqa_aggregation": "sum"}, "unknown gqa_aggregation 'sum': choose mean or max"),
     ({"sink_tokens": -1}, "sink_tokens must be >= 0, pyramid_beta and query_block_size >= 1"),
     ({"pyramid_beta": 0}, "sink_tokens must be >= 0, pyramid_beta and query_block_size >= 1"),

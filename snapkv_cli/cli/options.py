@@ -74,6 +74,10 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
             help="Where the pooling kernel sits: centered on each position (SnapKV) or causal (the position and the "
                  f"ones before it) (default: {METHOD_SETTINGS['pooling_window']} for the default method, centered "
                  "otherwise)."),
+    _option("whole_words", Optional[bool], None, "--whole-words/--no-whole-words", panel=COMPRESSION_PANEL,
+            help="Keep every token of a word (a number, a name) with the word's best one, so that codes are kept whole "
+                 f"(default: {'on' if METHOD_SETTINGS.get('whole_words') else 'off'} for the default method, off "
+                 "otherwise)."),
     _option("gqa", str, GQA_AGGREGATION, "--gqa", panel=COMPRESSION_PANEL,
             help="How query heads of a KV group combine their votes: mean or max."),
     _option("layer_budgets", Optional[str], None, "--layer-budgets", panel=COMPRESSION_PANEL,
@@ -115,6 +119,10 @@ def parse_budget(text: str) -> int | float:
     raise InvalidValue("budget", text, "a token count >= 1 or a fraction in (0, 1)")
 
 
+# settings whose option is None unless given: then the method's own (the default method's: METHOD_SETTINGS)
+METHOD_DEFAULTED = ("head_budgets", "pooling_window", "whole_words")
+
+
 def build_run_options(values: dict):
     """The :class:`~snapkv_cli.runner.RunOptions` of the parsed shared options, checked before any model loads."""
     from ..engine import CompressionSettings
@@ -127,7 +135,7 @@ def build_run_options(values: dict):
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
     template = load_template(values["template"])
     method = values["method"]
-    given = {name: values[name] for name in METHOD_SETTINGS if values[name] is not None}
+    given = {name: values[name] for name in METHOD_DEFAULTED if values[name] is not None}
     if method is None:  # the default method, with the settings it comes with unless the options say otherwise
         method, given = METHOD, {**METHOD_SETTINGS, **given}
     try:
