@@ -380,7 +380,8 @@ class SnapKVCache(DynamicCache):
         ranking = self.policy.ranking(context, scores, head_budgets)
         if self.settings.whole_words:
             if self.word_ids is None or self.word_ids.shape[0] < prompt_length:
-                raise ValueError("whole_words needs the prompt's word ids in cache.word_ids (generate_answer sets them)")
+                raise ValueError("whole_words needs the prompt's word ids in cache.word_ids "
+                                 "(generate_answer sets them)")
             ranking = whole_word_ranking(ranking, self.word_ids, prompt_length - self.settings.window_size)
         kept = select_kept_positions(ranking, self.settings.window_size, head_budgets)
         if kept.padded:
