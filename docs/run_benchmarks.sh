@@ -5,7 +5,8 @@
 #   bash docs/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
-#                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords niahbeyond
+#                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
+#                                                  # niahbeyond
 #                                                  # methodstiming
 #                                                  # (default: all of them)
 #
@@ -218,6 +219,16 @@ tunewords() {  # issue 17: whole words on the default method, on the tune split'
     --methods $label --budgets 128,256,1024 --lengths 4096 --tasks single_needle,multi_key,multi_value --samples 10
 }
 
+tunewindow() {  # issue 17: a 16-token observation window against 32 for the default and SnapKV at 128 and 256, on
+  # the seed-1 tune pairs of beyondtune, one thread (about 12 min a task)
+  local task
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1_${task}_window16.json" bench accuracy --split tune --seed 1 \
+      --window 16 --methods full,defensivekv+uniformheads+causalpool,snapkv --budgets 128,256 --lengths 4096 \
+      --tasks "$task" --samples 30
+  done
+}
+
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, then with the
   # causal pooling window, one thread (25 + 20 min)
   OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
@@ -245,6 +256,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
