@@ -5,10 +5,10 @@ a head can keep the first digits of a pass code and drop the last. With ``whole_
 with the word's best-ranked token, so the word's other tokens follow it into the cache before any token of a
 lower-ranked word. (Short answers, "9695." for 96954, are the most common way the default loses answers at budgets
 128 and 256, but on the default model whole words hardly change them: the heads that keep a code mostly keep all of
-it already; docs/benchmarks.md, "Whole words".) A word is a run of tokens with no
-space or punctuation between them (a token continues the word when its text starts with a letter or digit and the
-previous token's text ends with one), cut every :data:`MAX_WORD_TOKENS` tokens so that one long run (an id, a blob)
-cannot take a head's whole budget. Which words are kept is still the policy's choice; only their tokens come along.
+it already; docs/benchmarks.md, "Whole words".) A word is a run of tokens with no space or punctuation between them
+(a token continues the word when its text starts with a letter or digit and the previous token's text ends with
+one), cut every :data:`MAX_WORD_TOKENS` tokens so that one long run (an id, a blob) cannot take a head's whole
+budget. Which words are kept is still the policy's choice; only their tokens come along.
 """
 
 from __future__ import annotations
