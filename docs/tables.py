@@ -110,6 +110,36 @@ def accuracy_headline(*arguments: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def retention_pooled(*arguments: str) -> str:
+    """The issue's targets pool tasks and lengths: per budget, each method's pairs kept over every length of the JSONs.
+
+    Arguments: the JSON paths, then ``methods=a,b`` (the columns) and ``budgets=128,256`` (the rows).
+    """
+    from dataclasses import replace
+
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+
+    options = dict(argument.split("=", 1) for argument in arguments if "=" in argument)
+    paths = tuple(argument for argument in arguments if "=" not in argument)
+    pooled_length = 0  # every length under one key: tally pools tasks, and this pools the lengths too
+    outcomes = [replace(o, length=pooled_length) for o in outcomes_from_json(_accuracy(paths))]
+    tallies = tally(outcomes, pool_tasks=True)
+    methods = options["methods"].split(",")
+    rows = []
+    for budget in options["budgets"].split(","):
+        cells = []
+        for method in methods:
+            counts = tallies.get(("all", pooled_length, method, int(budget)))
+            if counts is None or counts.retention is None:
+                cells.append("not run")
+                continue
+            low, high = counts.retention_interval
+            cells.append(f"{counts.kept} / {counts.full_correct} ({100 * counts.retention:.1f}%) "
+                         f"[{100 * low:.0f}-{100 * high:.0f}]")
+        rows.append([budget, *cells])
+    return _table((["budget", *(f"{method}: kept / pairs [95% CI]" for method in methods)], rows))
+
+
 def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) -> str:
     """The seed description's claims beside this project's measurements (retention per length, decode ratio,
     prefill overhead in the speed bench's one process and in ``prefill_bench.py``'s fresh processes)."""
@@ -611,6 +641,7 @@ GENERATORS = {
     "provenance": provenance,
     "accuracy-headline": accuracy_headline,
     "seed-comparison": seed_comparison,
+    "retention-pooled": retention_pooled,
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,

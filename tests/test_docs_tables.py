@@ -91,3 +91,27 @@ def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
     assert defensive["decode_vs_snapkv"] == pytest.approx(0.0)  # 0%, -20%, +50%
     assert defensive["snapkv_decode_spread"] == pytest.approx(0.25) and defensive["tokens_allocated"] == 350
     assert "| defensivekv | 20.0 | +5.0% |" in timing.markdown([snapkv, defensive])
+
+
+def test_retention_pooled_pools_tasks_and_lengths_by_pair(tables, tmp_path, monkeypatch):
+    """Two lengths, two tasks: one row per budget, counting only the samples the full cache answers."""
+    def outcome(task, length, seed, method, budget, correct):
+        return {"task": task, "length": length, "sample": 0, "seed": seed, "depth": 0.5, "prompt_tokens": length,
+                "max_new_tokens": 8, "method": method, "budget": budget, "correct": correct, "answer": "",
+                "expected": ["1"], "extracted": None, "generated_tokens": 1}
+
+    outcomes = [outcome("single_needle", 4096, "a", "full", None, True),
+                outcome("single_needle", 4096, "a", "snapkv", 128, True),
+                outcome("multi_key", 4096, "b", "full", None, True),
+                outcome("multi_key", 4096, "b", "snapkv", 128, False),
+                outcome("single_needle", 8192, "c", "full", None, False),
+                outcome("single_needle", 8192, "c", "snapkv", 128, True),  # gained: not a pair
+                outcome("single_needle", 8192, "d", "full", None, True),
+                outcome("single_needle", 8192, "d", "snapkv", 128, True)]
+    plan = {"window_size": 32, "kernel_size": 15, "pooling": "maxpool", "gqa_aggregation": "mean",
+            "max_new_tokens": None, "split": "test", "lengths": [4096, 8192], "tasks": ["single_needle", "multi_key"]}
+    (tmp_path / "run.json").write_text(json.dumps({"plan": plan, "provenance": {}, "outcomes": outcomes}))
+    monkeypatch.setattr(tables, "DOCS", tmp_path)
+    table = tables.retention_pooled("run.json", "methods=snapkv,adakv", "budgets=128,256")
+    assert "| 128 | 2 / 3 (66.7%) [21-94] | not run |" in table
+    assert "| 256 | not run | not run |" in table
