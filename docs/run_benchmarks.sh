@@ -6,7 +6,6 @@
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
-#                                                  # testwindow
 #                                                  # niahbeyond
 #                                                  # methodstiming
 #                                                  # (default: all of them)
@@ -234,21 +233,6 @@ tunewindow() {  # issue 17: a 16-token observation window against 32 for the def
     --tasks single_needle,multi_key,multi_value --samples 10
 }
 
-testwindow() {  # issue 17: the 16-token window on the test pairs behind "Where the targets stand", with the full
-  # cache beside the default, one thread (about 10 min a 4k task, 35 min an 8k one)
-  local task label=$default_label
-  for task in single_needle multi_key multi_value; do
-    OMP_NUM_THREADS=1 run "$out/beyond/4096_${task}_window16.json" bench accuracy --window 16 \
-      --methods "full,$label" --budgets 128,256,1024 --lengths 4096 --tasks "$task" --samples 30
-  done
-  for task in single_needle multi_key; do
-    OMP_NUM_THREADS=1 run "$out/beyond/4096_${task}_seed1_window16.json" bench accuracy --seed 1 --window 16 \
-      --methods "full,$label" --budgets 128,256 --lengths 4096 --tasks "$task" --samples 30
-    OMP_NUM_THREADS=1 run "$out/beyond/8192_${task}_window16.json" bench accuracy --window 16 \
-      --methods "full,$label" --budgets 128,256,1024 --lengths 8192 --tasks "$task" --samples 30
-  done
-}
-
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, then with the
   # causal pooling window, one thread (25 + 20 min)
   OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
@@ -276,6 +260,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow testwindow niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
