@@ -68,6 +68,32 @@ class Passage:
     share: float
 
 
+@dataclass(frozen=True)
+class Occurrence:
+    """One place where a searched text lies in the prompt: the tokens [start, end) that cover it, and how many of them
+    each (layer, KV head) kept. kept_per_head: (layers, kv_heads) int, each in [0, end - start]."""
+
+    text: str
+    start: int
+    end: int
+    kept_per_head: np.ndarray
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+    def heads(self) -> tuple[int, int, int]:
+        """How many (layer, KV head) pairs kept all of its tokens, some of them, and none."""
+        whole = int((self.kept_per_head == self.length).sum())
+        none = int((self.kept_per_head == 0).sum())
+        return whole, self.kept_per_head.size - whole - none, none
+
+    def to_json(self) -> dict:
+        whole, part, none = self.heads()
+        return {"text": self.text, "span": [self.start, self.end], "heads_whole": whole, "heads_part": part,
+                "heads_none": none, "kept_per_head": self.kept_per_head.tolist()}
+
+
 @dataclass
 class Inspection:
     """A prompt and what the compressed cache kept of it, per layer and KV head.
@@ -140,6 +166,20 @@ class Inspection:
         if head is not None:
             return f"KV head {head}, share of {len(self.layers)} layers"
         return f"share of {len(self.layers)} layers x {self.num_heads} KV heads"
+
+    def find(self, text: str) -> list[Occurrence]:
+        """Every occurrence of ``text`` in the prompt's text (not overlapping), each as the tokens that cover it."""
+        if not text:
+            raise ValueError("nothing to find: the text is empty")
+        lengths = np.array([len(token) for token in self.tokens], dtype=np.int64)
+        ends = np.cumsum(lengths)  # token i spans characters [ends[i] - lengths[i], ends[i]) of the prompt's text
+        starts = ends - lengths
+        occurrences = []
+        for match in re.finditer(re.escape(text), "".join(self.tokens)):
+            first = int(np.searchsorted(ends, match.start(), side="right"))  # the first token ending after it starts
+            end = int(np.searchsorted(starts, match.end(), side="left"))  # past the last token starting before its end
+            occurrences.append(Occurrence(text, first, end, self.kept[:, :, first:end].sum(axis=-1)))
+        return occurrences
 
     # -- where tokens are --------------------------------------------------------------------------------------
     def page_runs(self) -> list[tuple[int, int, int]]:

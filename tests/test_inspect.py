@@ -308,6 +308,8 @@ def test_default_view_of_an_8k_token_document_fits_80_columns(docs, long_context
     (["--html", "/no/such/dir/x.html"], ["cannot write /no/such/dir/x.html", "does not exist"]),
     (["--budget", "8"], ["must exceed window_size"]),
     (["--method", "magic"], ["unknown method 'magic'"]),
+    (["--find", "zebra"], ["--find 'zebra': not in the document or the question"]),
+    (["--find", ""], ["--find needs some text"]),
 ])
 def test_errors_are_one_line(docs, tiny_model_path, extra, fragments):
     assert_user_error(inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, *extra), *fragments)
@@ -316,6 +318,79 @@ def test_errors_are_one_line(docs, tiny_model_path, extra, fragments):
 def test_output_path_is_a_directory(docs, tiny_model_path, tmp_path):
     assert_user_error(inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--png", str(tmp_path)),
                       "is a directory")
+
+
+# --------------------------------------------------------------------------- --find
+
+
+def test_find_covers_the_text_and_counts_each_pairs_tokens(docs, loaded):
+    inspection = small_inspection(loaded, docs["notes.txt"])
+    (occurrence,) = inspection.find("Duncan Hale")
+    start, end = occurrence.start, occurrence.end
+    covered = "".join(inspection.tokens[start:end])
+    assert "Duncan Hale" in covered  # the tokens cover it, and no token more
+    assert "Duncan Hale" not in "".join(inspection.tokens[start + 1:end])
+    assert "Duncan Hale" not in "".join(inspection.tokens[start:end - 1])
+    inspection.kept[:] = False
+    inspection.kept[0, 0, start:end] = True  # all of it
+    inspection.kept[1, 1, start] = True  # one token of it
+    inspection.kept[2, :, start - 1] = inspection.kept[2, :, end] = True  # its neighbours, not it
+    (occurrence,) = inspection.find("Duncan Hale")
+    assert occurrence.kept_per_head.tolist() == [[end - start, 0], [0, 1], [0, 0]]
+    assert occurrence.heads() == (1, 1, 4)
+    assert occurrence.to_json() == {"text": "Duncan Hale", "span": [start, end], "heads_whole": 1, "heads_part": 1,
+                                    "heads_none": 4, "kept_per_head": [[end - start, 0], [0, 1], [0, 0]]}
+    assert [o.start for o in inspection.find("lamp")] == sorted({o.start for o in inspection.find("lamp")})
+    assert len(inspection.find("lamp")) == NOTES.count("lamp") == 2
+    assert "".join(inspection.tokens[slice(*_span(inspection.find("Ærø café")[0]))]).strip() == "Ærø café"
+    assert inspection.find("no such words") == []
+    with pytest.raises(ValueError, match="empty"):
+        inspection.find("")
+
+
+def _span(occurrence) -> tuple[int, int]:
+    return occurrence.start, occurrence.end
+
+
+def test_cli_find_json_counts_what_the_layers_kept(docs, tiny_model_path):
+    data = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL,
+                        "--find", "Duncan Hale", "--find", "lamp", "--find", "lamp")
+    assert [found["text"] for found in data["found"]] == ["Duncan Hale", "lamp", "lamp"]  # a repeated --find once
+    for found in data["found"]:
+        start, end = found["span"]
+        assert found["text"] in "".join(data["tokens"][start:end])
+        counted = [[sum(start <= position < end for position in head["kept"]) for head in layer["heads"]]
+                   for layer in data["layers"]]
+        assert found["kept_per_head"] == counted
+        assert found["heads_whole"] == sum(count == end - start for row in counted for count in row)
+        assert found["heads_none"] == sum(count == 0 for row in counted for count in row)
+        assert found["heads_whole"] + found["heads_part"] + found["heads_none"] == 6
+    assert "found" not in inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL)
+
+
+def test_cli_find_in_the_terminal_view(docs, tiny_model_path):
+    result = inspect_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--find", "Duncan Hale",
+                        "--find", "fog signal", env={"COLUMNS": "200"})
+    found = re.findall(r"^Found '([^']+)' at positions \d+-\d+ · (page 1|question): kept "
+                       r"whole by (\d+) of 6 \(layer, KV head\) pairs, in part by (\d+), not at all by (\d+)$",
+                       result.stdout, re.M)
+    assert [(text, where) for text, where, *_ in found] == [  # the document's, then the question's
+        ("Duncan Hale", "page 1"), ("fog signal", "page 1"), ("fog signal", "question")]
+    assert all(int(whole) + int(part) + int(none) == 6 for *_, whole, part, none in found)
+    assert re.search(r"tokens kept by each KV head, layer:heads  0:\d\d 1:\d\d 2:\d\d$", result.stdout, re.M)
+    assert "Found" not in result.stderr
+    window = inspect_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--budget", "64", "--window", "16",
+                        "--find", "signal?", env={"COLUMNS": "200"})
+    assert re.search(r"^Found 'signal\?' at positions \d+-\d+ · observation window, always kept: kept whole by 6 of 6",
+                     window.stdout, re.M)
+
+
+def test_cli_find_of_a_truncated_text(tiny_model_path, tmp_path):
+    document = tmp_path / "long.txt"
+    document.write_text("The tide was low. " * 300 + "Zanzibar. " + "The tide was low. " * 300, encoding="utf-8")
+    base = [str(document), QUESTION, "--model", tiny_model_path, *SMALL, "--truncate", "middle"]
+    assert_user_error(inspect(*base, "--find", "Zanzibar"), "--find 'Zanzibar': not in the prompt")
+    assert inspect_json(*base, "--find", "tide")["found"]
 
 
 # --------------------------------------------------------------------------- files

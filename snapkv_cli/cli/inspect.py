@@ -34,6 +34,9 @@ def inspect(
     png: Optional[Path] = typer.Option(None, "--png", help="Write a layers x positions heatmap to this PNG file."),
     png_scores: bool = typer.Option(
         False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
+    find: Optional[list[str]] = typer.Option(
+        None, "--find", help="Count, for each place this text occurs in the prompt, the (layer, KV head) pairs "
+                             "that kept all, some or none of its tokens (repeatable; \"found\" in the JSON)."),
     *,
     options,
     output: Output,
@@ -62,11 +65,16 @@ def inspect(
     runner = Runner(options, presenter)
     try:
         document = runner.read(document_path)
+        searched = check_searched(find or [], document.text, questions[0])
         check_layer_and_head(runner.loaded.model.config, layer, head)
         result = runner.answer(runner.open(document, questions=1), questions[0], total=1, generate=answer)
         presenter.progress("Reading the cache...")
         inspection = inspect_answer(result, runner.loaded.tokenizer, with_answer=answer)
         inspection.check_selection(layer, head)
+        found = tuple(inspection.find(text) for text in searched)
+        for text, occurrences in zip(searched, found):
+            if not occurrences:  # the document had it, but the prompt does not (--truncate cut it out)
+                raise UserError(f"--find {text!r}: not in the prompt (truncated out of the document?)")
         if html is not None:
             from ..views.html import write_html
 
@@ -82,7 +90,10 @@ def inspect(
     if output.as_json:
         import json
 
-        sys.stdout.write(json.dumps(inspection.to_json(), ensure_ascii=False) + "\n")
+        data = inspection.to_json()
+        if searched:
+            data["found"] = [occurrence.to_json() for occurrences in found for occurrence in occurrences]
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
         sys.stdout.flush()
     else:
         if answer:
@@ -90,7 +101,7 @@ def inspect(
             sys.stdout.flush()
         from ..views.terminal import render
 
-        render(inspection, Console(highlight=False), layer=layer, head=head, full=full)
+        render(inspection, Console(highlight=False), layer=layer, head=head, full=full, found=found)
     if not output.quiet:
         for path in (html, png):
             if path is not None:
@@ -106,3 +117,13 @@ def check_layer_and_head(config, layer: Optional[int], head: Optional[int]) -> N
         raise OutOfRange("layer", layer, layers)
     if head is not None and heads and head >= heads:
         raise OutOfRange("head", head, heads)
+
+
+def check_searched(texts: list[str], document_text: str, question: str) -> list[str]:
+    """The ``--find`` texts, refused before the prefill when empty or in neither the document nor the question."""
+    for text in texts:
+        if not text:
+            raise UserError("--find needs some text")
+        if text not in document_text and text not in question:
+            raise UserError(f"--find {text!r}: not in the document or the question")
+    return list(dict.fromkeys(texts))

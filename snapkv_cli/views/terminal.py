@@ -15,7 +15,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ..inspection import Inspection
+from ..inspection import Inspection, Occurrence
 
 # background intensity by kept share: level 0 (kept by none) is unshaded, levels 1-5 split (0, 1] in fifths
 LEVEL_STYLES = [
@@ -30,6 +30,7 @@ KEPT_STYLE = LEVEL_STYLES[-1]  # what a single (layer, head) kept, when --layer 
 WINDOW_STYLE = Style(color="white", bgcolor="#2a4fd6", bold=True, underline=True)
 PASSAGES = 5
 PASSAGE_TOKENS = 60
+OCCURRENCES_SHOWN = 10  # per searched text; --json has all
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 
 
@@ -135,22 +136,56 @@ def window_section(inspection: Inspection, share: np.ndarray) -> list[Renderable
             shaded_text(inspection, share, start, end)]
 
 
+def _where(inspection: Inspection, occurrence: Occurrence) -> str:
+    if inspection.in_window(occurrence.start):
+        return " · observation window, always kept"
+    question_start, question_end = inspection.prompt.question_span
+    if question_start <= occurrence.start < question_end:
+        return " · question"
+    return _pages_label(inspection, occurrence.start, occurrence.end) or " · template"
+
+
+def found_section(inspection: Inspection, occurrences: list[Occurrence]) -> list[RenderableType]:
+    """Each occurrence of a searched text (``--find``): how many (layer, KV head) pairs kept it whole, in part or
+    not at all, then each layer's KV heads' count of its tokens kept."""
+    parts: list[RenderableType] = []
+    for occurrence in occurrences[:OCCURRENCES_SHOWN]:
+        whole, part, none = occurrence.heads()
+        where = _where(inspection, occurrence)
+        parts.append(Text())
+        parts.append(Text(f"Found {occurrence.text!r} at positions {occurrence.start}-{occurrence.end}{where}: kept "
+                          f"whole by {whole} of {occurrence.kept_per_head.size} (layer, KV head) pairs, in part by "
+                          f"{part}, not at all by {none}", style="bold"))
+        separator = "" if occurrence.length < 10 else ","  # one digit per head while counts are single digits
+        counts = [f"{layer}:{separator.join(str(count) for count in row)}"
+                  for layer, row in zip(inspection.layers, occurrence.kept_per_head.tolist())]
+        parts.append(Text(f"Its {occurrence.length} tokens kept by each KV head, layer:heads  " + " ".join(counts),
+                          style="dim"))
+    if len(occurrences) > OCCURRENCES_SHOWN:
+        parts.append(Text(f"... and {len(occurrences) - OCCURRENCES_SHOWN} more occurrences of "
+                          f"{occurrences[0].text!r} (--json lists them all)", style="dim"))
+    return parts
+
+
 def build_view(inspection: Inspection, *, layer: int | None = None, head: int | None = None,
-               full: bool = False) -> Group:
-    """The renderables of the view; ``layer``/``head`` narrow the pairs counted."""
+               full: bool = False, found: tuple[list[Occurrence], ...] = ()) -> Group:
+    """The renderables of the view; ``layer``/``head`` narrow the pairs shaded (not those ``found`` counts: each
+    searched text's occurrences, shown last)."""
     share = inspection.kept_share(layer, head)
     parts: list[RenderableType] = [header(inspection), Text(), legend(inspection, layer, head), Text()]
     if full:
         parts += [shaded_text(inspection, share, 0, inspection.length), Text(), summary_table(inspection, share)]
     else:
         parts += [summary_table(inspection, share), *passages(inspection, share), *window_section(inspection, share)]
+    for occurrences in found:
+        parts += found_section(inspection, occurrences)
     return Group(*parts)
 
 
 def render(inspection: Inspection, console: Console, *, layer: int | None = None, head: int | None = None,
-           full: bool = False, page: bool | None = None) -> None:
+           full: bool = False, page: bool | None = None, found: tuple[list[Occurrence], ...] = ()) -> None:
     """Print the view; the full text goes through the pager when ``page`` (default: stdout is a terminal)."""
-    view = build_view(inspection, layer=layer, head=head, full=full)
+    view = build_view(inspection, layer=layer, head=head, full=full, found=found)
     if page is None:
         page = full and console.file.isatty()
     if page:
