@@ -278,6 +278,41 @@ def test_accuracy_answer_room_is_sized_per_task_and_split_is_an_option(tiny_mode
     assert bad.exit_code == 1 and "unknown split" in bad.stderr
 
 
+def test_bench_sample_reruns_a_cell_with_ask(short_context_model_path, tmp_path):
+    """``bench sample`` gives one sample's document and question; ``ask`` on them answers as the bench's cell did."""
+    from snapkv_cli.documents import load_document
+
+    common = ["--model", short_context_model_path, "--max-new-tokens", "6"]
+    run = CliRunner().invoke(app, ["bench", "accuracy", *common, "--lengths", "2048", "--budgets", "64", "--methods",
+                                   "full,snapkv,defensivekv+uniformheads+causalpool", "--samples", "2", "--tasks",
+                                   "multi_key", "--seed", "3", "--json"])
+    assert run.exit_code == 0, run.stderr
+    cells = {(o["method"], o["budget"]): o for o in json.loads(run.stdout)["outcomes"] if o["sample"] == 1}
+    document = tmp_path / "sample.txt"
+    pick = ["--task", "multi_key", "--length", "2048", "--index", "1", "--samples", "2", "--seed", "3"]
+    result = CliRunner().invoke(app, ["bench", "sample", *common, *pick, "--out", str(document), "--json"])
+    assert result.exit_code == 0, result.stderr
+    sample = json.loads(result.stdout)
+    assert sample["kind"] == "bench_sample" and sample["task_seed"] == cells[("full", None)]["seed"]
+    assert sample["answers"] == cells[("full", None)]["expected"] and sample["max_new_tokens"] == 6
+    assert load_document(str(document)).text == sample["document"]  # the file is the bench's document
+    assert f"Expected: {', '.join(sample['answers'])}" in result.stderr
+    assert f"Rerun: snapkv ask {document} " in result.stderr and "--max-new-tokens 6" in result.stderr
+    for method, options in (("full", ["--method", "full"]), ("snapkv", ["--method", "snapkv", "--budget", "64"]),
+                            ("defensivekv+uniformheads+causalpool", ["--budget", "64"])):  # the CLI's default method
+        ask = CliRunner().invoke(app, ["ask", str(document), sample["question"], *common, *options, "--json", "-q"])
+        assert ask.exit_code == 0, ask.stderr
+        cell = cells[(method, None if method == "full" else 64)]
+        assert json.loads(ask.stdout)["answer"] == cell["answer"], method
+    plain = CliRunner().invoke(app, ["bench", "sample", *common, *pick])
+    assert plain.exit_code == 0 and plain.stdout == sample["document"] and "Question: " in plain.stderr
+    for bad, message in ((["--index", "2"], "Error: --index 2 is out of range: the run has 2 samples (0-1)"),
+                         (["--index", "0", "--task", "magic"], "Error: unknown task magic")):
+        arguments = ["bench", "sample", "--task", "multi_key", "--length", "2048", "--samples", "2", *bad]
+        failed = CliRunner().invoke(app, arguments)
+        assert failed.exit_code == 1 and failed.stderr.startswith(message), failed.stderr
+
+
 def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
     markdown = tmp_path / "speed.md"
     result = CliRunner().invoke(app, ["bench", "speed", "--model", tiny_model_path, "--lengths", "200",

@@ -21,7 +21,7 @@ from ..pipeline import DocumentSession, context_length
 from ..prompting import Template
 from .grid import MethodGrid
 from .retention import Paired, Tally
-from .tasks import NEW_TOKENS, TASKS, make_tasks
+from .tasks import NEW_TOKENS, TASKS, Task, make_tasks
 
 DEFAULT_LENGTHS = (1024, 2048, 4096, 8192)
 
@@ -71,9 +71,15 @@ class Skipped:
     budget: int
 
 
+def plan_tasks(loaded: LoadedModel, plan: AccuracyPlan, kind: str, length: int, template: Template) -> list[Task]:
+    """The plan's samples of one task kind and length, each prompt within the context less its answer's tokens."""
+    return make_tasks(loaded.tokenizer, kind, length, plan.samples, template,
+                      max_prompt_tokens=context_length(loaded) - plan.new_tokens(kind), split=plan.split,
+                      seed=plan.seed)
+
+
 def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                  on_outcome: Callable[[Outcome], None] | None = None) -> tuple[list[Outcome], list[Skipped]]:
-    tokenizer = loaded.tokenizer
     context = context_length(loaded)
     attention_sums = plan.needs_attention_sums()
     outcomes: list[Outcome] = []
@@ -82,9 +88,7 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
         for kind in plan.tasks:
             new_tokens = plan.new_tokens(kind)
             limit = context - new_tokens
-            tasks = make_tasks(tokenizer, kind, length, plan.samples, template, max_prompt_tokens=limit,
-                               split=plan.split, seed=plan.seed)
-            for sample, task in enumerate(tasks):
+            for sample, task in enumerate(plan_tasks(loaded, plan, kind, length, template)):
                 document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
                 session = DocumentSession(loaded, document, plan.settings("full", None), template,
                                           generation=GenerationOptions(max_new_tokens=new_tokens,

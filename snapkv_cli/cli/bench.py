@@ -167,6 +167,54 @@ def accuracy(
         sys.stdout.write(json.dumps(report) + "\n")
 
 
+@bench_app.command("sample")
+@fail_cleanly
+@model_options
+def sample(
+    task: str = typer.Option(..., help="Task kind, as in bench accuracy --tasks (e.g. single_needle)."),
+    length: int = typer.Option(..., min=1, help="Prompt length in tokens, as in bench accuracy --lengths."),
+    index: int = typer.Option(..., min=0, help="The sample's index in the run (\"sample\" in its JSON)."),
+    samples: int = typer.Option(5, min=1, help="The run's --samples (the needle depths spread over them)."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1,
+                                                 help="The run's --max-new-tokens, if it gave one."),
+    split: str = typer.Option("test", help="The run's split: test or tune."),
+    seed: int = typer.Option(0, help="The run's --seed."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the document to this file (default: stdout)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the sample (document included) as JSON on stdout."),
+    *,
+    options,
+) -> None:
+    """One sample of bench accuracy: its document, question and expected answers, to rerun it with ask or inspect."""
+    import shlex
+
+    from ..bench.accuracy import AccuracyPlan, plan_tasks
+    from ..bench.tasks import TASKS
+    from ..errors import UserError
+    from ..prompting import load_template
+
+    kind = _names(task, tuple(TASKS), "task")[0]
+    if index >= samples:
+        raise UserError(f"--index {index} is out of range: the run has {samples} samples (0-{samples - 1})")
+    plan = AccuracyPlan(methods=("full",), budgets=(), lengths=(length,), tasks=(kind,), samples=samples,
+                        max_new_tokens=max_new_tokens, split=_split(split), seed=seed)
+    _check_outputs(out)
+    loaded = _load(options)
+    chosen = plan_tasks(loaded, plan, kind, length, load_template())[index]
+    _write(out, chosen.document)
+    if as_json:
+        sys.stdout.write(json.dumps({"kind": "bench_sample", "task": kind, "length": length, "sample": index,
+                                     "samples": samples, "split": plan.split, "seed": seed, "task_seed": chosen.seed,
+                                     "depth": chosen.depth, "question": chosen.question,
+                                     "answers": list(chosen.answers), "max_new_tokens": plan.new_tokens(kind),
+                                     "document": chosen.document}) + "\n")
+    elif out is None:
+        sys.stdout.write(chosen.document)
+    document = shlex.quote(str(out)) if out is not None else "DOCUMENT"
+    rerun = f"snapkv ask {document} {shlex.quote(chosen.question)} --max-new-tokens {plan.new_tokens(kind)}"
+    console.stderr.print(f"Question: {chosen.question}\nExpected: {chosen.answer}\nRerun: {rerun} (with the cell's "
+                         "--budget and --method)", markup=False, highlight=False, soft_wrap=True)
+
+
 @bench_app.command("speed")
 @fail_cleanly
 @model_options
