@@ -6,6 +6,7 @@
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
+#                                                  # wordsample
 #                                                  # niahbeyond
 #                                                  # methodstiming
 #                                                  # (default: all of them)
@@ -233,6 +234,22 @@ tunewindow() {  # issue 17: a 16-token observation window against 32 for the def
     --tasks single_needle,multi_key,multi_value --samples 10
 }
 
+wordsample() {  # issue 17: the 4k test needle both the default and SnapKV lose at 1024, through bench sample and
+  # inspect --find, with and without whole words (about 3 min)
+  local q='What is the secret pass code? Answer with the number.' run document
+  local keys='{schema_version, model, method, settings, prompt_tokens, question, answer, found}'
+  document=$(mktemp --suffix .txt)
+  mkdir -p "$out/inspect"
+  snapkv bench sample --task single_needle --length 4096 --samples 30 --index 18 -o "$document"
+  for run in default:"" snapkv:"--method snapkv" wholewords:"--whole-words"; do
+    # shellcheck disable=SC2086  # the options word-split on purpose
+    OMP_NUM_THREADS=1 snapkv inspect "$document" "$q" --max-new-tokens 64 --budget 1024 --answer --find 62222 \
+      --json -q ${run#*:} | jq -c "$keys" > "$out/inspect/inspect_s18_${run%%:*}.json.partial"
+    mv "$out/inspect/inspect_s18_${run%%:*}.json.partial" "$out/inspect/inspect_s18_${run%%:*}.json"
+  done
+  rm -f "$document"
+}
+
 niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidates for the default, then with the
   # causal pooling window, one thread (25 + 20 min)
   OMP_NUM_THREADS=1 run "$out/niah/niah_beyond.json" bench niah --lengths 1024,2048,4096,6144,8192 \
@@ -260,6 +277,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow wordsample niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done

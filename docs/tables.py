@@ -140,6 +140,22 @@ def retention_pooled(*arguments: str) -> str:
     return _table((["budget", *(f"{method}: kept / pairs [95% CI]" for method in methods)], rows))
 
 
+def inspect_found(*paths: str) -> str:
+    """``snapkv inspect --find --answer --json`` runs (cut to a few keys by ``jq``): per run, its settings, answer and
+    how many (layer, KV head) pairs kept all, some or none of each searched text's tokens."""
+    rows = []
+    for path in paths:
+        run = _load(path)
+        settings = run["settings"]
+        label = (f"{run['method']}, budget {settings['budget']}, {settings['pooling_window']} pooling"
+                 + (", whole words" if settings["whole_words"] else ""))
+        for found in run["found"]:
+            pairs = found["heads_whole"] + found["heads_part"] + found["heads_none"]
+            rows.append([label, f"`{run['answer'].strip()}`", found["text"],
+                         f"{found['heads_whole']} / {found['heads_part']} / {found['heads_none']} (of {pairs})"])
+    return _table((["run", "answer", "text", "KV heads keeping its tokens: all / some / none"], rows))
+
+
 def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) -> str:
     """The seed description's claims beside this project's measurements (retention per length, decode ratio,
     prefill overhead in the speed bench's one process and in ``prefill_bench.py``'s fresh processes)."""
@@ -642,6 +658,7 @@ GENERATORS = {
     "accuracy-headline": accuracy_headline,
     "seed-comparison": seed_comparison,
     "retention-pooled": retention_pooled,
+    "inspect-found": inspect_found,
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,
@@ -706,6 +723,10 @@ def stored_summaries_mismatches() -> list[str]:
         if path.parent.name == "mutation":  # docs/mutation.py's results: counts of mutants, no bench summaries
             continue
         report = json.loads(path.read_text(encoding="utf-8"))
+        if path.parent.name == "inspect":  # `snapkv inspect --json` (its own schema, version 1), no bench summaries
+            if report.get("schema_version") != 1:
+                problems.append(f"{path.relative_to(ROOT)}: inspect schema_version {report.get('schema_version')}")
+            continue
         if report.get("schema_version") != 2:
             problems.append(f"{path.relative_to(ROOT)}: schema_version {report.get('schema_version')}, not 2")
             continue
