@@ -40,7 +40,7 @@ class SettingsInfo:
     pooling_window: str  # centered (SnapKV) or causal
     gqa_aggregation: str
     layer_budgets: str  # how the budget is shared over layers: uniform or pyramid (the method's own unless set)
-    head_budgets: str  # and over a layer's KV heads: uniform or adaptive
+    head_budgets: str  # and over a layer's KV heads: uniform, adaptive or shared
     whole_words: bool  # every token of a word ranked with its best one
 
 

@@ -341,7 +341,8 @@ def test_bench_rejects_bad_lists(tiny_model_path):
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")
     for label in ("full+pyramid", "pyramidkv+pyramid", "snapkv+uniform", "snapkv+uniformheads",
                   "defensivekv+uniformheads+pyramid", "chunkkv+causalpool", "h2o+causalpool", "full+wholewords",
-                  "snapkv+wholewords+causalpool"):
+                  "snapkv+wholewords+causalpool", "streamingllm+sharedheads", "defensivekv+uniformheads+sharedheads",
+                  "snapkv+causalpool+sharedheads"):
         result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", f"full,{label}"])
         assert result.exit_code == 1 and result.stderr.startswith(f"Error: unknown method {label}")
 

@@ -131,6 +131,7 @@ def test_answer_on_stdout_report_on_stderr(docs, tiny_model_path):
     # the default: DefensiveKV's votes in the causal pooling window, every KV head the same budget, token by token
     ((), "defensivekv", "uniform", "uniform", "causal", False),
     (("--head-budgets", "adaptive"), "defensivekv", "uniform", "adaptive", "causal", False),
+    (("--head-budgets", "shared"), "defensivekv", "uniform", "shared", "causal", False),
     (("--pooling-window", "centered"), "defensivekv", "uniform", "uniform", "centered", False),
     (("--whole-words",), "defensivekv", "uniform", "uniform", "causal", True),
     (("--method", "defensivekv"), "defensivekv", "uniform", "adaptive", "centered", False),  # the paper's, named

@@ -237,7 +237,7 @@ def test_pyramidkv_budgets_by_hand():
         (dict(max_capacity_prompt=1.5), "fraction"),
         (dict(gqa_aggregation="sum"), "mean or max"),
         (dict(layer_budgets="cone"), "uniform or pyramid"),
-        (dict(head_budgets="greedy"), "uniform or adaptive"),
+        (dict(head_budgets="greedy"), "uniform, adaptive or shared"),
         (dict(head_floor=1.5), "head_floor must be a fraction"),
         (dict(critical_first_stage=-0.1), "critical_first_stage must be a fraction"),
         (dict(chunk_size=0), "chunk_size must be a positive integer"),
@@ -302,16 +302,17 @@ def test_batch_of_equal_length_prompts_selects_per_row():
     pooling=st.sampled_from(["avgpool", "maxpool"]),
     aggregation=st.sampled_from(["mean", "max"]),
     layer_budgets=st.sampled_from([None, "uniform", "pyramid"]),
-    head_budgets=st.sampled_from([None, "uniform", "adaptive"]),
+    head_budgets=st.sampled_from([None, "uniform", "adaptive", "shared"]),
     chunk_size=st.integers(min_value=1, max_value=12),
     word_length=st.sampled_from([None, 1, 3, 7]),
 )
 def test_selection_invariants(method, prompt_length, window_size, extra, kernel_size, pooling, aggregation,
                               layer_budgets, head_budgets, chunk_size, word_length):
-    """Every method, alone or with either layer and head allotment, token by token or in whole words: each layer
-    keeps its capacity per KV head on average (exactly, per head, unless heads are allotted adaptively), every head
-    keeps the window, its kept positions are sorted and unique, padding slots only pad, the cache holds exactly the
-    kept keys, and the bytes reported are the bytes allocated."""
+    """Every method, alone or with any layer and head allotment, token by token or in whole words: each layer
+    keeps its capacity per KV head on average (exactly, per head, unless heads are allotted adaptively; the same
+    positions in every head when they are shared), every head keeps the window, its kept positions are sorted and
+    unique, padding slots only pad, the cache holds exactly the kept keys, and the bytes reported are the bytes
+    allocated."""
     model = prepare(tiny_model("llama"))
     input_ids = prompt_ids(prompt_length, seed=prompt_length)
     capacity = window_size + extra
@@ -336,8 +337,10 @@ def test_selection_invariants(method, prompt_length, window_size, extra, kernel_
         kept = record.kept_positions
         assert kept.shape == (1, kv_heads, int(counts.max()))
         assert int(counts.sum()) == kv_heads * expected
-        if cache.policy.head_allotment == "uniform" or expected == prompt_length:
+        if cache.policy.head_allotment in ("uniform", "shared") or expected == prompt_length:
             assert record.kept_counts is None and counts.tolist() == [expected] * kv_heads
+            if cache.policy.head_allotment == "shared" and cache.policy.compresses:
+                assert bool((kept == kept[:, :1]).all()), "every head keeps the same positions"
         else:
             floor = int(settings.head_floor * (expected - window_size))
             assert int(counts.min()) >= window_size + floor

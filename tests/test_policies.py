@@ -141,6 +141,25 @@ def test_a_floor_of_one_token_still_reaches_a_head_that_no_vote_favours():
     assert head_prefix_budgets(scores, 5, "adaptive", floor=0.2).tolist() == [[9, 1]]  # floor: int(0.2 * 5) = 1
     assert head_prefix_budgets(scores, 5, "adaptive", floor=0.0).tolist() == [[10, 0]]
     assert head_prefix_budgets(scores, 5, "uniform", floor=0.2).tolist() == [[5, 5]]
+    assert head_prefix_budgets(scores, 5, "shared", floor=0.2).tolist() == [[5, 5]]
+
+
+def test_shared_ranking_puts_each_heads_favourites_first():
+    """By hand: head 0 orders the four positions before the window 2 > 0 > 1 > 3, head 1 orders them 3 > 2 > 0 > 1
+    (places: head 0 gives 1, 2, 0, 3; head 1 gives 2, 3, 1, 0). Best places 1, 2, 0, 0 and sums 3, 5, 1, 3: so 2
+    (best 0, sum 1), 3 (best 0, sum 3), 0, 1, for both heads; a budget of two keeps each head's favourite."""
+    from snapkv_cli.engine.allotment import shared_ranking
+    from snapkv_cli.engine.selection import select_kept_positions
+
+    ranking = torch.tensor([[[0.5, 0.2, 0.9, 0.1, 7.0], [0.3, 0.1, 0.6, float("inf"), -1.0]]])  # last: the window
+    shared = shared_ranking(ranking, window_size=1)
+    assert shared.shape == ranking.shape and shared.dtype == torch.long
+    assert torch.equal(shared[0, 0], shared[0, 1])
+    assert shared[0, 0, :4].argsort(descending=True).tolist() == [2, 3, 0, 1]
+    kept = select_kept_positions(shared, 1, torch.tensor([[2, 2]]))
+    assert kept.positions.tolist() == [[[2, 3, 4], [2, 3, 4]]] and not kept.padded
+    # each head by its own order would keep {0, 2} and {2, 3}
+    assert select_kept_positions(ranking, 1, torch.tensor([[2, 2]])).positions.tolist() == [[[0, 2, 4], [2, 3, 4]]]
 
 
 def test_adaptive_heads_combine_with_pyramid_layers():

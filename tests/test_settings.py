@@ -40,7 +40,7 @@ def refused(message: str, **values) -> None:
     ({"pyramid_beta": 0}, "sink_tokens must be >= 0, pyramid_beta and query_block_size >= 1"),
     ({"query_block_size": 0}, "sink_tokens must be >= 0, pyramid_beta and query_block_size >= 1"),
     ({"layer_budgets": "flat"}, "unknown layer_budgets 'flat': choose uniform or pyramid"),
-    ({"head_budgets": "greedy"}, "unknown head_budgets 'greedy': choose uniform or adaptive"),
+    ({"head_budgets": "greedy"}, "unknown head_budgets 'greedy': choose uniform, adaptive or shared"),
     ({"head_floor": True}, "head_floor must be a fraction between 0 and 1, got True"),
     ({"head_floor": 1.01}, "head_floor must be a fraction between 0 and 1, got 1.01"),
     ({"critical_first_stage": -0.1}, "critical_first_stage must be a fraction between 0 and 1, got -0.1"),

@@ -7,6 +7,8 @@ setting of the grid's for that method alone, as ``snapkv ask``'s options would, 
   whose own is uniform (``defensivekv+pyramid``);
 - ``+uniformheads``: every KV head of a layer the same budget, for a policy whose own split is adaptive
   (``defensivekv+uniformheads``: DefensiveKV's votes and ranking without AdaKV's padded layout);
+- ``+sharedheads``: every KV head of a layer the same positions (``head_budgets="shared"``), for a policy whose
+  ranking differs between heads (not with ``+uniformheads``: both set the heads' split);
 - ``+causalpool``: the causal pooling window (``pooling_window="causal"``), for a policy that pools votes;
 - ``+wholewords``: every token of a word ranks with its best one (``whole_words=True``), for any compressing policy.
 """
@@ -24,6 +26,7 @@ DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random
 SUFFIXES: dict[str, tuple[str, str | bool, Callable[[type], bool]]] = {
     "pyramid": ("layer_budgets", "pyramid", lambda policy: policy.default_layer_budgets == "uniform"),
     "uniformheads": ("head_budgets", "uniform", lambda policy: policy.default_head_budgets == "adaptive"),
+    "sharedheads": ("head_budgets", "shared", lambda policy: not policy.same_on_every_head),
     "causalpool": ("pooling_window", "causal", lambda policy: policy.pools_votes),
     "wholewords": ("whole_words", True, lambda policy: True),
 }
@@ -38,14 +41,15 @@ def parse_label(label: str) -> tuple[str, dict[str, str | bool]]:
 
 def method_labels() -> tuple[str, ...]:
     """Every label a grid takes: each policy, and each compressing policy with any of the suffixes that change it
-    (in :data:`SUFFIXES`' order)."""
+    (in :data:`SUFFIXES`' order), at most one suffix per setting."""
     from ..engine.policies import POLICIES
 
     labels = []
     for name, policy in POLICIES.items():
         changing = [suffix for suffix, (_, _, changes) in SUFFIXES.items() if policy.compresses and changes(policy)]
         labels += ["+".join((name, *chosen)) for count in range(len(changing) + 1)
-                   for chosen in combinations(changing, count)]
+                   for chosen in combinations(changing, count)
+                   if len({SUFFIXES[suffix][0] for suffix in chosen}) == len(chosen)]
     return tuple(labels)
 
 

@@ -83,7 +83,8 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
     _option("layer_budgets", Optional[str], None, "--layer-budgets", panel=COMPRESSION_PANEL,
             help="How the budget is shared over layers: uniform or pyramid (default: the method's own)."),
     _option("head_budgets", Optional[str], None, "--head-budgets", panel=COMPRESSION_PANEL,
-            help="How a layer's budget is shared over KV heads: uniform or adaptive (default: the method's own)."),
+            help="How a layer's budget is shared over KV heads: uniform, adaptive, or shared (the same positions "
+                 "for every head) (default: the method's own)."),
     _option("max_new_tokens", int, MAX_NEW_TOKENS, "--max-new-tokens", min=1, panel=PROMPT_PANEL,
             help="Most tokens to generate per answer (also the room kept for it in the context)."),
     _option("temperature", float, 0.0, "--temperature", min=0.0, panel=PROMPT_PANEL, help="0 is greedy."),

@@ -1,5 +1,6 @@
-"""How a budget is shared out: over layers (uniform or PyramidKV's pyramid) and over a layer's KV heads (uniform or
-AdaKV's adaptive split). Any scoring policy can use either; the policies only pick their defaults.
+"""How a budget is shared out: over layers (uniform or PyramidKV's pyramid) and over a layer's KV heads (uniform,
+AdaKV's adaptive split, or shared: the same positions for every head). Any scoring policy can use any of them; the
+policies only pick their defaults.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def head_prefix_budgets(prefix_scores: torch.Tensor, prefix_budget: int, how: st
     """
     batch, kv_heads, prefix_length = prefix_scores.shape
     uniform = torch.full((batch, kv_heads), prefix_budget, dtype=torch.long, device=prefix_scores.device)
-    if how == "uniform" or kv_heads == 1:
+    if how in ("uniform", "shared") or kv_heads == 1:
         return uniform
     guaranteed = int(floor * prefix_budget)
     ranked = prefix_scores.float().clone()
@@ -52,3 +53,22 @@ def head_prefix_budgets(prefix_scores: torch.Tensor, prefix_budget: int, how: st
     counts = torch.zeros(batch, kv_heads, dtype=torch.long, device=prefix_scores.device)
     counts.scatter_add_(1, chosen // prefix_length, torch.ones_like(chosen))
     return counts
+
+
+def shared_ranking(ranking: torch.Tensor, window_size: int) -> torch.Tensor:
+    """One order of the positions before the window for every KV head of a layer, fused from the heads' own orders.
+
+    ranking: (batch, kv_heads, prompt_length), higher kept first. Returns (batch, kv_heads, prompt_length) int64,
+    the same row for every head. Before the window a position ranks by the best place any head gives it, so every
+    head's favourites come first (a code that one head singles out is kept by all heads of its layer); ties go to the
+    smaller sum of places (positions several heads want). The window's entries are 0: it is always kept anyway.
+    """
+    batch, kv_heads, prompt_length = ranking.shape
+    prefix_length = prompt_length - window_size
+    order = ranking[..., :prefix_length].argsort(dim=-1, descending=True, stable=True)
+    places = torch.empty_like(order)
+    places.scatter_(-1, order, torch.arange(prefix_length, device=ranking.device).expand_as(order))
+    best, total = places.amin(dim=1, keepdim=True), places.sum(dim=1, keepdim=True)
+    fused = -(best * (kv_heads * prefix_length) + total)  # total < kv_heads * prefix_length: best place decides first
+    window = torch.zeros(batch, 1, window_size, dtype=torch.long, device=ranking.device)
+    return torch.cat([fused, window], dim=-1).expand(-1, kv_heads, -1)

@@ -17,6 +17,7 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from ..errors import UnsupportedAttention
+from .allotment import shared_ranking
 from .attention import attention_probabilities
 from .families import attention_scaling, is_sliding_layer, logit_softcap, output_projection, project_queries
 from .layers import BufferedLayer
@@ -383,6 +384,8 @@ class SnapKVCache(DynamicCache):
                 raise ValueError("whole_words needs the prompt's word ids in cache.word_ids "
                                  "(generate_answer sets them)")
             ranking = whole_word_ranking(ranking, self.word_ids, prompt_length - self.settings.window_size)
+        if self.policy.head_allotment == "shared":
+            ranking = shared_ranking(ranking, self.settings.window_size)
         kept = select_kept_positions(ranking, self.settings.window_size, head_budgets)
         if kept.padded:
             implementation = module.config._attn_implementation

@@ -17,7 +17,7 @@ GQA_AGGREGATIONS = ("mean", "max")
 
 LAYER_BUDGETS = ("uniform", "pyramid")
 
-HEAD_BUDGETS = ("uniform", "adaptive")
+HEAD_BUDGETS = ("uniform", "adaptive", "shared")
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,11 @@ class CompressionSettings:
     How the budget is shared out, for any scoring method: ``layer_budgets`` ``uniform`` (every layer the same) or
     ``pyramid`` (PyramidKV: decreasing with depth, same mean); ``head_budgets`` ``uniform`` (every KV head the same)
     or ``adaptive`` (AdaKV: one top-k over all KV heads of a layer, each head keeping at least ``head_floor`` of its
-    even share). ``None`` takes the method's own choice (``pyramidkv`` is pyramid; ``adakv`` and ``defensivekv`` are
-    adaptive; the rest uniform). ``critical_first_stage`` is CriticalKV's share of each head's budget chosen by
-    attention alone (the rest by attention x projected value norm); ``chunk_size`` is ChunkKV's chunk length.
+    even share) or ``shared`` (every KV head of a layer keeps the same positions, each head's favourites first:
+    :func:`snapkv_cli.engine.allotment.shared_ranking`). ``None`` takes the method's own choice (``pyramidkv`` is
+    pyramid; ``adakv`` and ``defensivekv`` are adaptive; the rest uniform). ``critical_first_stage`` is CriticalKV's
+    share of each head's budget chosen by attention alone (the rest by attention x projected value norm);
+    ``chunk_size`` is ChunkKV's chunk length.
 
     ``whole_words``: every token of a word ranks with the word's best token, so a head keeps numbers and names whole
     (:mod:`snapkv_cli.engine.words`; the cache needs the prompt's word ids, which generation gives it).
@@ -98,7 +100,7 @@ class CompressionSettings:
         if self.layer_budgets is not None and self.layer_budgets not in LAYER_BUDGETS:
             raise ValueError(f"unknown layer_budgets {self.layer_budgets!r}: choose uniform or pyramid")
         if self.head_budgets is not None and self.head_budgets not in HEAD_BUDGETS:
-            raise ValueError(f"unknown head_budgets {self.head_budgets!r}: choose uniform or adaptive")
+            raise ValueError(f"unknown head_budgets {self.head_budgets!r}: choose uniform, adaptive or shared")
         for name in ("head_floor", "critical_first_stage"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:

@@ -62,7 +62,8 @@ class Policy:
     heads) and :meth:`ranking` (the order in which positions are kept; the scores unless the method ranks otherwise).
     ``default_layer_budgets`` and ``default_head_budgets`` apply unless the settings choose otherwise;
     ``pools_votes`` says whether the scores are pooled window votes (so ``kernel_size``, ``pooling`` and
-    ``pooling_window`` apply).
+    ``pooling_window`` apply); ``same_on_every_head`` that its ranking does not depend on the head (so sharing
+    positions over heads changes nothing).
     """
 
     name: ClassVar[str]
@@ -72,6 +73,7 @@ class Policy:
     pools_votes: ClassVar[bool] = False
     default_layer_budgets: ClassVar[str] = "uniform"
     default_head_budgets: ClassVar[str] = "uniform"
+    same_on_every_head: ClassVar[bool] = False
 
     def __init__(self, settings: CompressionSettings):
         self.settings = settings

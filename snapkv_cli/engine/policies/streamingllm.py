@@ -10,6 +10,7 @@ from .base import LayerContext, Policy
 class StreamingLLMPolicy(Policy):
     name = "streamingllm"
     description = "attention sinks (first tokens) plus the most recent tokens"
+    same_on_every_head = True
 
     def scores(self, context: LayerContext) -> torch.Tensor:
         batch, kv_heads, length = context.keys.shape[:3]
