@@ -6,7 +6,7 @@
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
-#                                                  # wordsample
+#                                                  # tuneshared wordsample
 #                                                  # niahbeyond
 #                                                  # methodstiming
 #                                                  # (default: all of them)
@@ -234,6 +234,18 @@ tunewindow() {  # issue 17: a 16-token observation window against 32 for the def
     --tasks single_needle,multi_key,multi_value --samples 10
 }
 
+tuneshared() {  # issue 17: the same positions in every KV head of a layer, for the default and SnapKV, on the
+  # tune pairs of beyondtune (paired with its full cache), one thread (about 15 min a run)
+  local task label=defensivekv+sharedheads+causalpool
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed1_${task}_sharedheads.json" bench accuracy --split tune --seed 1 \
+      --methods $label,snapkv+sharedheads --budgets 128,256 --lengths 4096 --tasks "$task" --samples 30
+  done
+  OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_sharedheads.json" bench accuracy --split tune \
+    --methods $label,snapkv+sharedheads --budgets 128,256,1024 --lengths 4096 \
+    --tasks single_needle,multi_key,multi_value --samples 10
+}
+
 wordsample() {  # issue 17: the 4k test needle both the default and SnapKV lose at 1024, through bench sample and
   # inspect --find, with and without whole words (about 3 min)
   local q='What is the secret pass code? Answer with the number.' run document
@@ -277,6 +289,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow wordsample niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
