@@ -6,7 +6,7 @@
 #   bash docs/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
-#                                                  # tuneshared wordsample
+#                                                  # tuneshared wordsample tunewordslarge
 #                                                  # niahbeyond
 #                                                  # methodstiming
 #                                                  # (default: all of them)
@@ -234,6 +234,15 @@ tunewindow() {  # issue 17: a 16-token observation window against 32 for the def
     --tasks single_needle,multi_key,multi_value --samples 10
 }
 
+tunewordslarge() {  # issue 17: whole words at 512 and 1024 on a fresh tune draw (seed 2), one thread (about 20 min
+  # a task)
+  local task label=defensivekv+uniformheads+causalpool
+  for task in single_needle multi_key; do
+    OMP_NUM_THREADS=1 run "$out/beyond/tune_4096_seed2_${task}_wholewords.json" bench accuracy --split tune --seed 2 \
+      --methods full,$label,$label+wholewords --budgets 512,1024 --lengths 4096 --tasks "$task" --samples 30
+  done
+}
+
 tuneshared() {  # issue 17: the same positions in every KV head of a layer, for the default and SnapKV, on the
   # tune pairs of beyondtune (paired with its full cache), one thread (about 15 min a run)
   local task label=defensivekv+sharedheads+causalpool
@@ -289,6 +298,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming}"; do
   for name in $part; do "$name"; done
 done
