@@ -342,14 +342,11 @@ def test_find_covers_the_text_and_counts_each_pairs_tokens(docs, loaded):
                                     "heads_none": 4, "kept_per_head": [[end - start, 0], [0, 1], [0, 0]]}
     assert [o.start for o in inspection.find("lamp")] == sorted({o.start for o in inspection.find("lamp")})
     assert len(inspection.find("lamp")) == NOTES.count("lamp") == 2
-    assert "".join(inspection.tokens[slice(*_span(inspection.find("Ærø café")[0]))]).strip() == "Ærø café"
+    accented = inspection.find("Ærø café")[0]
+    assert "".join(inspection.tokens[accented.start:accented.end]).strip() == "Ærø café"
     assert inspection.find("no such words") == []
     with pytest.raises(ValueError, match="empty"):
         inspection.find("")
-
-
-def _span(occurrence) -> tuple[int, int]:
-    return occurrence.start, occurrence.end
 
 
 def test_cli_find_json_counts_what_the_layers_kept(docs, tiny_model_path):

@@ -40,6 +40,10 @@ class AccuracyPlan(MethodGrid):
     def new_tokens(self, kind: str) -> int:
         return self.max_new_tokens or NEW_TOKENS[kind]
 
+    def prompt_limit(self, context: int, kind: str) -> int:
+        """The most prompt tokens a task of ``kind`` may take: the context less its answer's room."""
+        return context - self.new_tokens(kind)
+
 
 @dataclass
 class Outcome:
@@ -74,7 +78,7 @@ class Skipped:
 def plan_tasks(loaded: LoadedModel, plan: AccuracyPlan, kind: str, length: int, template: Template) -> list[Task]:
     """The plan's samples of one task kind and length, each prompt within the context less its answer's tokens."""
     return make_tasks(loaded.tokenizer, kind, length, plan.samples, template,
-                      max_prompt_tokens=context_length(loaded) - plan.new_tokens(kind), split=plan.split,
+                      max_prompt_tokens=plan.prompt_limit(context_length(loaded), kind), split=plan.split,
                       seed=plan.seed)
 
 
@@ -87,7 +91,7 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
     for length in plan.lengths:
         for kind in plan.tasks:
             new_tokens = plan.new_tokens(kind)
-            limit = context - new_tokens
+            limit = plan.prompt_limit(context, kind)
             for sample, task in enumerate(plan_tasks(loaded, plan, kind, length, template)):
                 document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
                 session = DocumentSession(loaded, document, plan.settings("full", None), template,
