@@ -141,7 +141,7 @@ niahlong() {  # the public needle with gemma3-270m, full cache and SnapKV 1024, 
 default_label=${DEFAULT_LABEL:-defensivekv+uniformheads+causalpool}  # the CLI's default method, as a bench label
 
 beyond() {  # issue 17: every method and the default at budgets 64-1024, 30 samples, one shard per length and task,
-  # one thread (about 40 min a shard at 2k, an hour at 4k, 80-90 at 8k); a shard already in docs/results/beyond/ is not
+  # one thread (about 40 min a shard at 2k, an hour at 4k, 80-125 at 8k); a shard already in docs/results/beyond/ is not
   # run again. The 2k and 4k shards were run before the default was chosen, without it (beyonddefault adds it).
   mkdir -p "$out/beyond"
   local length task
