@@ -113,13 +113,13 @@ class DocumentSession:
         return self.prefix, True
 
     def _obtain(self, prefix_ids: list[int]) -> SharedPrefix:
-        from . import doc_cache as disk
+        from .doc_cache import prefix_key
 
         status = DocCacheInfo(enabled=self.doc_cache is not None)
         key = None
         if self.doc_cache is not None:
-            key = disk.prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
-                                  self.attention_sums, prefill_chunk=self.generation.prefill_chunk)
+            key = prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
+                             self.attention_sums, prefill_chunk=self.generation.prefill_chunk)
             self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
             lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
             status = replace(status, status=lookup.status, reason=lookup.reason, path=str(lookup.path))

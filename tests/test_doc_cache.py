@@ -17,8 +17,9 @@ import torch
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
-from snapkv_cli import doc_cache as disk
 from snapkv_cli.cli.errors import message
+from snapkv_cli.doc_cache import keys
+from snapkv_cli.doc_cache import store as disk
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import InvalidValue
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
@@ -160,23 +161,23 @@ def test_key_covers_model_weights_template_and_ids(tiny_model_path):
     from snapkv_cli.prompting import load_template
 
     loaded = load_model(tiny_model_path, device="cpu")
-    key = disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
-    assert key == disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
+    key = keys.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
+    assert key == keys.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
     assert key["model"]["weights"] and key["model"]["dtype"] == "float32" and key["model"]["device_type"] == "cpu"
     different = [
-        disk.prefix_key(loaded, load_template(), [5, 6, 8], 32, False),
-        disk.prefix_key(loaded, load_template("summary"), [5, 6, 7], 32, False),
-        disk.prefix_key(loaded, load_template(), [5, 6, 7], 16, False),
-        disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, True),
+        keys.prefix_key(loaded, load_template(), [5, 6, 8], 32, False),
+        keys.prefix_key(loaded, load_template("summary"), [5, 6, 7], 32, False),
+        keys.prefix_key(loaded, load_template(), [5, 6, 7], 16, False),
+        keys.prefix_key(loaded, load_template(), [5, 6, 7], 32, True),
     ]
     weights = os.path.join(tiny_model_path, "model.safetensors")
     stat = os.stat(weights)
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the model was re-converted
     try:
-        different.append(disk.prefix_key(loaded, load_template(), [5, 6, 7], 32, False))
+        different.append(keys.prefix_key(loaded, load_template(), [5, 6, 7], 32, False))
     finally:
         os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    digests = {disk.key_digest(k) for k in [key, *different]}
+    digests = {keys.key_digest(k) for k in [key, *different]}
     assert len(digests) == 6
 
 

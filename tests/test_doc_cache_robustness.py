@@ -22,8 +22,9 @@ import torch
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
-from snapkv_cli import cache_secret, tensor_file
-from snapkv_cli import doc_cache as disk
+from snapkv_cli.doc_cache import keys, tensor_file
+from snapkv_cli.doc_cache import secret as cache_secret
+from snapkv_cli.doc_cache import store as disk
 from snapkv_cli.generation import build_prefix
 from tests.tiny_models import prompt_ids, tiny_model
 
@@ -125,7 +126,7 @@ def test_entries_of_the_wrong_shape_or_dtype_are_misses(tmp_path, change, reason
 def test_names_and_signatures_are_keyed(tmp_path):
     first, second = disk.DocCache(tmp_path / "a"), disk.DocCache(tmp_path / "b")
     key, ids, path = stored(first, 0)
-    assert path.name != disk.key_digest(key) + disk.SUFFIX  # not guessable from the key alone
+    assert path.name != keys.key_digest(key) + disk.SUFFIX  # not guessable from the key alone
     assert second.path_for(key).name != path.name  # another directory, another secret, another name
     secret = first.directory / cache_secret.SECRET_NAME
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_bytes()) == 32
@@ -386,9 +387,9 @@ def test_the_prefill_chunk_is_part_of_the_key(notes, tiny_model_path, isolated):
 
     loaded = load_model(tiny_model_path, device="cpu")
     ids = list(range(5, 45))
-    key = lambda chunk: disk.prefix_key(loaded, load_template(), ids, 16, False, prefill_chunk=chunk)
+    key = lambda chunk: keys.prefix_key(loaded, load_template(), ids, 16, False, prefill_chunk=chunk)
     assert key(None) == key(40) == key(1000)  # a chunk as long as the prefix is one pass
-    assert len({disk.key_digest(key(c)) for c in (None, 7, 16)}) == 3
+    assert len({keys.key_digest(key(c)) for c in (None, 7, 16)}) == 3
     one_pass = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
     chunked = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL, "--prefill-chunk", "7")
     assert (one_pass["doc_cache"]["status"], chunked["doc_cache"]["status"]) == ("stored", "stored")

@@ -1,7 +1,7 @@
 """The on-disk cache of prefilled documents: a prompt prefix's full KV, so a later question skips the prefill.
 
 One entry is one safetensors file under ``cache_root()/docs`` (or ``$SNAPKV_DOC_CACHE_DIR``), named by a keyed hash
-(HMAC-SHA256 under the directory's secret, :mod:`snapkv_cli.cache_secret`) of its key: the model (name, source,
+(HMAC-SHA256 under the directory's secret, :mod:`.secret`) of its key: the model (name, source,
 config, revision, weight files, dtype, device type, attention implementation, library versions), the template, the
 prefix token ids (which cover the document, the pages and any truncation), the window, whether attention sums are
 kept, the prefill chunk size, and :data:`FORMAT_VERSION`. It holds, per layer, the uncompressed keys and values, the
@@ -9,9 +9,9 @@ last ``window`` queries and their positions (so each question's observation wind
 and, for H2O, the attention sums; plus the prefix token ids themselves.
 
 Tensors are stored in the model's own dtype, so a prefix loaded from disk is bit for bit the prefix a fresh prefill
-builds. An entry is read through one open file (:mod:`snapkv_cli.tensor_file`) and trusted only if its header
-parses, its metadata matches the expected key exactly, every tensor has the name, shape and dtype the model's config
-implies (:mod:`snapkv_cli.prefix_layout`), its token ids equal the prompt's, and an HMAC of the key and all tensor
+builds. An entry is read through one open file (:mod:`.tensor_file`) and trusted only if its header parses, its
+metadata matches the expected key (:mod:`.keys`) exactly, every tensor has the name, shape and dtype the model's
+config implies (:mod:`.prefix_layout`), its token ids equal the prompt's, and an HMAC of the key and all tensor
 bytes matches the one written with it; anything else is reported and rebuilt, and the file is deleted only if it is
 still the very file that failed. Files are written to a temporary name and renamed into place (``os.replace``), so
 readers never see half a file. The directory is capped in size; the least recently used entries (file modification
@@ -25,7 +25,6 @@ The cache is an optimisation: :meth:`DocCache.load` and :meth:`DocCache.store` n
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -35,12 +34,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache_secret import SecretUnavailable, keyed_digest, load_secret
+from .keys import FORMAT_VERSION, key_text
 from .prefix_layout import PrefixLayoutMismatch, check_prefix_tensors, expected_prefix_layout
+from .secret import SecretUnavailable, keyed_digest, load_secret
 from .tensor_file import BadTensorFile, read_metadata, read_tensors
 
 FORMAT_NAME = "snapkv-doc-cache"
-FORMAT_VERSION = 2  # 2: HMAC names and signatures, tensors checked against the config, the prefill chunk keyed
 DOC_CACHE_DIR_ENV = "SNAPKV_DOC_CACHE_DIR"
 DOC_CACHE_ENV = "SNAPKV_CACHE_DOCS"
 DOC_CACHE_MB_ENV = "SNAPKV_DOC_CACHE_MB"
@@ -56,7 +55,7 @@ def docs_dir() -> Path:
     explicit = os.environ.get(DOC_CACHE_DIR_ENV, "").strip()
     if explicit:
         return Path(explicit).expanduser()
-    from .models.cache_dir import cache_root
+    from ..models.cache_dir import cache_root
 
     return cache_root() / "docs"
 
@@ -65,87 +64,6 @@ def default_cap_mb() -> int:
     """``$SNAPKV_DOC_CACHE_MB`` if it is a whole number, else :data:`DEFAULT_CAP_MB`."""
     value = os.environ.get(DOC_CACHE_MB_ENV, "").strip()
     return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_CAP_MB
-
-
-def _sha256(data: bytes | str) -> str:
-    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
-
-
-def ids_digest(ids: list[int]) -> str:
-    return _sha256(",".join(map(str, ids)))
-
-
-# --------------------------------------------------------------------------------------------- keys
-
-
-def _weights_fingerprint(source: str) -> list:
-    """Name, size and modification time of the weight files behind ``source`` (a re-converted model changes it)."""
-    path = Path(source)
-    if path.is_file():
-        files = [path]
-    elif path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".safetensors", ".bin", ".gguf", ".pt", ".pth"))
-    else:
-        return []  # a Hugging Face id: its revision is in the config's commit hash
-    fingerprint = []
-    for file in files:
-        with contextlib.suppress(OSError):
-            stat = file.stat()
-            fingerprint.append([file.name, stat.st_size, stat.st_mtime_ns])
-    return fingerprint
-
-
-def model_key(loaded) -> dict:
-    """What identifies the model's KV for a given prompt: weights, config, dtype, device type, implementation."""
-    import torch
-    import transformers
-
-    config = loaded.model.config
-    return {
-        "name": loaded.name,
-        "source": loaded.source,
-        "config_sha256": _sha256(config.to_json_string(use_diff=False)),
-        "revision": getattr(config, "_commit_hash", None),
-        "weights": _weights_fingerprint(loaded.source),
-        "dtype": str(loaded.dtype).removeprefix("torch."),
-        "device_type": loaded.device.type,
-        "attn_implementation": getattr(config, "_attn_implementation", None),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-    }
-
-
-def template_key(template) -> dict:
-    return {"name": template.name, "sha256": _sha256(json.dumps([template.system, template.user]))}
-
-
-def prefix_key(loaded, template, prefix_ids: list[int], window_size: int, attention_sums: bool,
-               prefill_chunk: int | None = None) -> dict:
-    """The full key of one prefix; its keyed hash names the file, and the file's metadata must equal it.
-
-    ``prefill_chunk`` is part of it: a prefix prefilled in chunks differs from a one-pass prefill in the last bits
-    (the matrices have other shapes), so each is its own entry; a chunk as long as the prefix is one pass.
-    """
-    chunk = prefill_chunk if prefill_chunk and prefill_chunk < len(prefix_ids) else None
-    return {
-        "format_version": FORMAT_VERSION,
-        "model": model_key(loaded),
-        "template": template_key(template),
-        "prefix_tokens": len(prefix_ids),
-        "prefix_ids_sha256": ids_digest(prefix_ids),
-        "window_size": window_size,
-        "attention_sums": attention_sums,
-        "prefill_chunk": chunk,
-    }
-
-
-def key_text(key: dict) -> str:
-    return json.dumps(key, sort_keys=True)
-
-
-def key_digest(key: dict) -> str:
-    """An unkeyed digest of ``key`` (its identity); file names use :meth:`DocCache.path_for`, keyed."""
-    return _sha256(key_text(key))[:40]
 
 
 # --------------------------------------------------------------------------------------------- tensors
@@ -184,7 +102,7 @@ def import_prefix(tensors: dict, model, window_size: int, attention_sums: bool):
 
     The layers' tensors are taken out of ``tensors`` as they are copied in, so at most one extra layer is alive.
     """
-    from .engine import SnapKVCache
+    from ..engine import SnapKVCache
 
     return SnapKVCache.from_prefix_state(tensors, model.config, window_size, accumulate_attention=attention_sums,
                                          device=model.device)
@@ -553,7 +471,7 @@ def parse_age(text: str) -> float:
     except ValueError:
         seconds = -1
     if not seconds >= 0:
-        from .errors import InvalidValue
+        from ..errors import InvalidValue
 
         raise InvalidValue("older_than", text, "a duration such as 30m, 12h, 7d or 2w")
     return seconds

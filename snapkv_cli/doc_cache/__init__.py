@@ -1,0 +1,14 @@
+"""The on-disk cache of prefilled documents (``--cache-docs``): a prompt prefix's full KV, so a later question skips
+the prefill.
+
+:mod:`.store` holds the cache (entries, validation, the size cap), :mod:`.keys` what identifies an entry,
+:mod:`.tensor_file` reads one safetensors file through one open file, :mod:`.secret` keeps the directory's HMAC
+secret and :mod:`.prefix_layout` the tensor names, shapes and dtypes a model's config implies. Importing this package
+does not import torch.
+"""
+
+from .keys import prefix_key
+from .store import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV, DocCache, export_prefix, parse_age
+
+__all__ = ["DEFAULT_CAP_MB", "DOC_CACHE_ENV", "DOC_CACHE_MB_ENV", "DocCache", "export_prefix", "parse_age",
+           "prefix_key"]
