@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 import snapkv_cli
 import snapkv_cli.cli as cli
-import snapkv_cli.console
+import snapkv_cli.cli.console
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
@@ -374,7 +374,7 @@ def test_too_long_document(docs, short_context_model_path):
 def test_spinner_does_not_reach_stdout(docs, tiny_model_path, monkeypatch):
     args = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST]
     report = ask_json(*args)
-    monkeypatch.setattr(snapkv_cli.console, "stderr", rich.console.Console(stderr=True, force_terminal=True))
+    monkeypatch.setattr(snapkv_cli.cli.console, "stderr", rich.console.Console(stderr=True, force_terminal=True))
     result = ask_ok(*args)
     assert result.stdout == report["answer"] + "\n"
     assert f"Prefill: {report['prompt_tokens']} tokens..." in result.stderr  # the spinner really rendered

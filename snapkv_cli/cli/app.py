@@ -32,6 +32,3 @@ def main_options(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """Ask questions of long documents with a local LLM whose KV cache is compressed by SnapKV."""
-    from ..allocator import return_freed_memory_to_os
-
-    return_freed_memory_to_os()

@@ -12,8 +12,8 @@ from typing import Optional
 
 import typer
 
-from .. import console
 from ..errors import UserError
+from . import console
 from .app import app
 from .errors import fail_cleanly, message
 from .inputs import read_questions

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..batch.presenter import BatchPresenter
 from ..batch.summary import BatchSummary
-from ..report_view import human_bytes
+from ..views.units import human_bytes
 
 
 class BatchProgress(BatchPresenter):

@@ -13,8 +13,8 @@ from typing import Optional
 
 import typer
 
-from .. import console
 from ..defaults import CLI_DEFAULTS
+from . import console
 from .app import app
 from .errors import fail_cleanly
 from .options import model_options

@@ -30,7 +30,7 @@ def cache_clear(
 ) -> None:
     """Remove cached documents (all, or those not used for --older-than)."""
     from ..doc_cache import DocCache, parse_age
-    from ..report_view import human_bytes
+    from ..views.units import human_bytes
 
     age = parse_age(older_than) if older_than is not None else None
     removed = DocCache().clear(older_than_s=age)
@@ -39,7 +39,7 @@ def cache_clear(
 
 def render_cache_list(doc_cache, *, as_json: bool, now: float | None = None) -> None:
     """One line per entry, most recently used first, then the total (or one JSON object)."""
-    from ..report_view import human_bytes
+    from ..views.units import human_bytes
 
     entries = [entry.describe() for entry in reversed(doc_cache.entries())]
     total = sum(entry["bytes"] for entry in entries)

@@ -14,8 +14,8 @@ from typing import TextIO
 
 import typer
 
-from .. import console
 from ..errors import UserError
+from . import console
 from .app import app
 from .errors import fail_cleanly, message
 from .options import Output, run_options
@@ -48,7 +48,7 @@ def chat(
 def run_chat(runner, document, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Run the loop with ``runner`` (whose presenter is a ``ChatPresenter``); return the exit code (0 at end of
     input, 130 after Ctrl-C at the prompt)."""
-    from ..report_view import doc_cache_line
+    from .report_view import doc_cache_line
 
     stdin = stdin or sys.stdin
     presenter = runner.presenter

@@ -12,7 +12,6 @@ import os
 
 import typer
 
-from .. import console
 from ..errors import (
     BudgetTooSmall,
     DeviceUnavailable,
@@ -24,6 +23,7 @@ from ..errors import (
     UnsupportedAttention,
     UserError,
 )
+from . import console
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 

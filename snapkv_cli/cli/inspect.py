@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from .. import console
 from ..errors import OutOfRange, UserError
+from . import console
 from .app import app
 from .errors import fail_cleanly
 from .inputs import ARGUMENTS, document_and_questions

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from .. import console
+from . import console
 from .app import models_app
 from .errors import fail_cleanly
 

@@ -119,7 +119,7 @@ class AnswerPresenter(ProgressPresenter):
         self.out.flush()
         if self.quiet:
             return
-        from ..report_view import compact_line, render_report
+        from .report_view import compact_line, render_report
 
         if self.full_report and index == 0:
             render_report(answer.report, self.console)

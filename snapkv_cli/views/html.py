@@ -20,7 +20,7 @@ from importlib import resources
 import numpy as np
 
 from ..inspection import Inspection
-from ..report_view import human_bytes
+from ..views.units import human_bytes
 from .atomic import atomic_output
 
 _MARKER = re.compile(r"<!--snapkv:(\w+)-->")

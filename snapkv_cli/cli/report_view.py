@@ -8,7 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .report import DocCacheInfo, Report
+from ..report import DocCacheInfo, Report
+from ..views.units import human_bytes
 
 _BARS = "▁▂▃▄▅▆▇█"
 
@@ -17,14 +18,6 @@ def sparkline(values: list[float]) -> str:
     """One bar per value, scaled from zero to the largest value."""
     high = max(values, default=0) or 1.0
     return "".join(_BARS[round(value / high * (len(_BARS) - 1))] for value in values)
-
-
-def human_bytes(count: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(count) < 1024 or unit == "GB":
-            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
-        count /= 1024
-    return f"{count:.1f} GB"
 
 
 def render_report(report: Report, console: Console) -> None:
@@ -46,7 +39,7 @@ def render_report(report: Report, console: Console) -> None:
                                          f"the answer stopped at {stop})"))
     method = escape(report.method)
     if report.method != "full":
-        from .engine.policies import POLICIES
+        from ..engine.policies import POLICIES
 
         method += f"  budget {settings.max_capacity_prompt}"
         if POLICIES[report.method].pools_votes:
