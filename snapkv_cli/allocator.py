@@ -4,7 +4,7 @@ During a SnapKV prefill each layer's uncompressed keys and values are freed as s
 glibc's allocator, left to its defaults (as plain transformers runs), keeps such freed blocks in its heap and reuses
 them for the next layer's activations and KV, so the peak RSS stays near what is alive at once (at 8k tokens the
 issue 11 work saw 360 MiB of full-cache KV and SnapKV's peak 350-430 MiB below the full cache's; not yet recorded
-in docs/: ``docs/prefill_bench.py`` measures it).
+in docs/: ``benchmarks/prefill_bench.py`` measures it).
 
 What this module must not do is fix glibc's mmap threshold low (this project used 64 KiB until issue 11): every
 block above it then becomes a fresh mapping whose pages fault in again on every layer; at 8k tokens that doubled

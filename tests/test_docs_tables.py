@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -13,10 +12,9 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 @pytest.fixture(scope="module")
 def tables():
-    spec = importlib.util.spec_from_file_location("docs_tables", DOCS / "tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import tables
+
+    return tables
 
 
 def test_generated_blocks_match_the_committed_json(tables):
@@ -51,30 +49,17 @@ def test_the_check_catches_an_edited_number(tables, tmp_path, monkeypatch):
 
 
 def test_mutation_table_follows_its_json():
-    """docs/testing.md's mutation table is what docs/mutation.py computes from docs/results/mutation/."""
-    spec = importlib.util.spec_from_file_location("docs_mutation", DOCS / "mutation.py")
-    mutation = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mutation)
+    """docs/testing.md's mutation table is what benchmarks/mutation.py computes from docs/results/mutation/."""
+    from benchmarks import mutation
+
     text = (DOCS / "testing.md").read_text(encoding="utf-8")
     assert mutation.table() in text.split(mutation.BEGIN)[1].split(mutation.END)[0]
 
 
-def test_every_issue15_change_still_finds_its_code():
-    """docs/issue15_changes.py breaks the code one change at a time; each change's code must still occur exactly once
-    (a refactoring that moves it would otherwise leave the script reporting an error instead of checking the tests)."""
-    spec = importlib.util.spec_from_file_location("issue15_changes", DOCS / "issue15_changes.py")
-    changes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(changes)
-    root = DOCS.parent
-    for label, path, code, _change, tests in changes.CHANGES:
-        assert (root / path).read_text(encoding="utf-8").count(code) == 1, label
-        assert tests, label
-
-
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
-    """docs/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of those
-    ratios), its selection's extra time as a share of SnapKV's median prefill, SnapKV's own decode spread."""
-    timing = tables._docs_script("methods_timing.py")
+    """benchmarks/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of
+    those ratios), its selection's extra time as a share of SnapKV's median prefill, SnapKV's own decode spread."""
+    from benchmarks import methods_timing as timing
 
     def run(round_index, method, prefill, selection, decode, slots):
         return {"round": round_index, "method": method, "prefill_s": prefill, "selection_s": selection,

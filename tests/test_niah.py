@@ -155,7 +155,7 @@ def test_scoring_exact_needs_both_facts_partial_counts_the_needles_words():
     assert NIAH_QUESTION.startswith("What is the best thing to do in San Francisco?")
 
 
-def test_niah_benchmark_smoke_run(tiny_model_path, tmp_path):
+def test_niah_benchmark_smoke_run(tiny_model_path, tmp_path, monkeypatch):
     folder = tmp_path / "essays"
     folder.mkdir()
     for name, text in _essays():
@@ -182,21 +182,18 @@ def test_niah_benchmark_smoke_run(tiny_model_path, tmp_path):
     assert png.read_bytes().startswith(b"\x89PNG")
     assert "Needle In A Haystack" in result.stderr
     assert report["schema_version"] == 2 and report["provenance"]["model"]["source"] == tiny_model_path
-    _check_docs_table(report, markdown.read_text(), tmp_path)
+    _check_docs_table(report, markdown.read_text(), tmp_path, monkeypatch)
 
 
-def _check_docs_table(report: dict, markdown: str, folder):
-    """docs/tables.py renders the command's own table from its JSON, checks the stored cells, and an edited outcome
-    changes both the table and the check."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "docs" / "tables.py")
-    tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tables)
+def _check_docs_table(report: dict, markdown: str, folder, monkeypatch):
+    """benchmarks/tables.py renders the command's own table from its JSON, checks the stored cells, and an edited
+    outcome changes both the table and the check."""
+    from benchmarks import tables
     (folder / "results" / "niah").mkdir(parents=True)
     stored = folder / "results" / "niah" / "niah.json"
     stored.write_text(json.dumps(report))
-    tables.DOCS = tables.ROOT = folder  # a fresh copy of the module: the real docs are not touched
+    monkeypatch.setattr(tables, "DOCS", folder)  # the real docs are not touched
+    monkeypatch.setattr(tables, "ROOT", folder)
     rendered = tables.niah_table("results/niah/niah.json")
     assert rendered.endswith(markdown) and "](results/niah/niah_headline.png)" in rendered
     assert tables.stored_summaries_mismatches() == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +10,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNER = ROOT / "docs" / "peers" / "kvpress_runner.py"
+RUNNER = ROOT / "benchmarks" / "peers" / "kvpress_runner.py"
 
 
-def _module(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # defines functions only: torch, kvpress and the model load run in main()
-    return module
 
 
 def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
@@ -31,7 +25,7 @@ def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
 
 @pytest.mark.parametrize("tokens", [100, 877, 2048, 4011, 8100])
 def test_a_token_budget_becomes_the_ratio_that_keeps_exactly_it(tokens):
-    runner = _module(RUNNER)
+    from benchmarks.peers import kvpress_runner as runner  # functions only: kvpress runs in main()
     for kept in range(40, tokens + 50, 7):
         ratio = runner.compression_ratio(tokens, kept)
         assert 0 <= ratio < 1
@@ -39,9 +33,8 @@ def test_a_token_budget_becomes_the_ratio_that_keeps_exactly_it(tokens):
 
 
 def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(tokenizer, template):
+    from benchmarks.peers import peers_bench as bench
     from snapkv_cli.bench.tasks import NEW_TOKENS, make_tasks
-
-    bench = _module(ROOT / "docs" / "peers" / "peers_bench.py")
     args = argparse.Namespace(niah_lengths="", niah_depths="0", accuracy_lengths="1500",
                               accuracy_tasks="single_needle,multi_key", accuracy_samples=2, accuracy_new_tokens=None)
     prompts = bench.build_prompts(tokenizer, args, context_tokens=4096)

@@ -1,17 +1,17 @@
-"""Write a long multi-page PDF of real prose with one planted fact, for long-document runs (docs/long_document_run.py).
+"""Write a long multi-page PDF of real prose with one planted fact, for long-document runs
+(benchmarks/long_document_run.py).
 
 The prose is the benchmark haystack (paragraphs of Python's own documentation topics, no download); the fact is a
 paragraph in the middle of page ``--fact-page``. Deterministic for given arguments.
 
 Usage::
 
-    .venv/bin/python docs/make_long_document.py --pages 40 --out /tmp/long.pdf
+    .venv/bin/python -m benchmarks.make_long_document --pages 40 --out /tmp/long.pdf
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from pathlib import Path
 
 FACT = "The secret ingredient of the lighthouse keeper's stew is smoked juniper."
@@ -19,11 +19,9 @@ QUESTION = "What is the secret ingredient of the lighthouse keeper's stew?"
 
 
 def pdf_writer():
-    path = Path(__file__).resolve().parent.parent / "examples" / "make_examples.py"
-    spec = importlib.util.spec_from_file_location("make_examples", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from examples import make_examples
+
+    return make_examples
 
 
 def main() -> None:

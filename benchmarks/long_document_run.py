@@ -1,29 +1,21 @@
 """One question about a long PDF (20-30k tokens) with the 32k built-in model, as a user runs it: `snapkv ask`.
 
-Writes the PDF (``docs/make_long_document.py``: real prose, one planted fact in the middle), runs ``snapkv ask ...
+Writes the PDF (``benchmarks/make_long_document.py``: real prose, one planted fact in the middle), runs ``snapkv ask ...
 --json`` on it in a fresh process and stores that report (answer, timings, KV sizes, peak memory) with where it ran,
 for ``docs/benchmarks.md``::
 
-    .venv/bin/python docs/long_document_run.py --pages 44 --out docs/results/long_document.json
+    .venv/bin/python -m benchmarks.long_document_run --pages 44 --out docs/results/long_document.json
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import tempfile
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parent
-
-
-def long_document_module():
-    spec = importlib.util.spec_from_file_location("make_long_document", DOCS / "make_long_document.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import make_long_document
 
 
 def main() -> None:
@@ -35,7 +27,7 @@ def main() -> None:
     args = parser.parse_args()
     from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
-    document = long_document_module()
+    document = make_long_document
     with tempfile.TemporaryDirectory() as folder:
         pdf = Path(folder) / f"long-{args.pages}.pdf"
         document.write_long_pdf(pdf, args.pages)

@@ -1,10 +1,11 @@
 """Mutation testing of the modules whose tests must catch wrong code (issue 15), with mutmut, one module at a time.
 
-    .venv/bin/python docs/mutation.py --install     # once: mutmut (pinned) into this venv
-    flock /tmp/snapkv-heavy.lock .venv/bin/python docs/mutation.py tasks engine pipeline generation
-    .venv/bin/python docs/mutation.py --report      # docs/results/mutation/*.json -> docs/testing.md's table
-    .venv/bin/python docs/mutation.py engine --collect   # a run stopped part way: its JSON, unfinished = "not checked"
-    .venv/bin/python docs/mutation.py engine --resume    # later, on another machine: test only those
+    .venv/bin/python -m benchmarks.mutation --install     # once: mutmut (pinned) into this venv
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.mutation tasks engine pipeline generation
+    .venv/bin/python -m benchmarks.mutation --report      # docs/results/mutation/*.json -> docs/testing.md's table
+    .venv/bin/python -m benchmarks.mutation engine --collect   # a run stopped part way: its JSON
+                                                           # (unfinished = "not checked")
+    .venv/bin/python -m benchmarks.mutation engine --resume    # later, on another machine: test only those
 
 Each module runs in a scratch copy of the tracked files (``--work``, default ``/tmp/snapkv-mutation/<module>``), so
 the work tree stays clean, against only the fast test files that exercise it (``MODULES`` below); mutmut further runs,

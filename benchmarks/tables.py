@@ -11,8 +11,8 @@ recomputes its numbers from the raw records of the JSON (accuracy ``outcomes``, 
 summaries stored beside them; ``--check`` also checks those stored summaries against the recomputation. A block
 whose JSON is not committed yet says so in words (:func:`not_run`), never with numbers from an older run.
 
-    .venv/bin/python docs/tables.py --write   # after a new run: rewrite the blocks
-    .venv/bin/python docs/tables.py --check   # exit 1 and list every block or summary that differs
+    .venv/bin/python -m benchmarks.tables --write   # after a new run: rewrite the blocks
+    .venv/bin/python -m benchmarks.tables --check   # exit 1 and list every block or summary that differs
 
 ``tests/test_docs_tables.py`` runs the check, so a table that no longer follows from its JSON fails the tests.
 """
@@ -20,14 +20,17 @@ whose JSON is not committed yet says so in words (:func:`not_run`), never with n
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import re
 import sys
 from pathlib import Path
 
-DOCS = Path(__file__).resolve().parent
-ROOT = DOCS.parent
+from benchmarks import long_cost_bench, prefill_bench
+from benchmarks import methods_timing as methods_timing_script
+from benchmarks.peers import peers_bench
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md",
          DOCS / "batch.md")
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
@@ -185,7 +188,7 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
     decode_256 = speed[(longest, "snapkv", 256)]["decode_vs_transformers"]
     prefill = speed[(longest, "snapkv", 1024)]["prefill_overhead_vs_transformers"]
     prefill_report = _load(prefill_path)
-    snapkv = _docs_script("prefill_bench.py").summarize(prefill_report["runs"])["snapkv"]
+    snapkv = prefill_bench.summarize(prefill_report["runs"])["snapkv"]
     fresh = (f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}% (median of {len(snapkv['wall_vs_plain_per_round'])}"
              f" rounds at {prefill_report['args']['length']:,} tokens, budget {prefill_report['args']['budget']})")
     rows = [
@@ -411,8 +414,8 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
 
 
 def niah_table(path: str) -> str:
-    """The Needle In A Haystack headline figure (drawn from the same JSON by ``docs/niah_figure.py``) and the exact
-    answers per method, budget and length, recomputed from the outcomes."""
+    """The Needle In A Haystack headline figure (drawn from the same JSON by ``benchmarks/niah_figure.py``) and the
+    exact answers per method, budget and length, recomputed from the outcomes."""
     from snapkv_cli.bench.niah import best_other, outcomes_from_json
     from snapkv_cli.bench.niah_render import niah_rows
 
@@ -472,17 +475,6 @@ def niah_answers(*paths: str) -> str:
     return _table((header, rows))
 
 
-@functools.cache
-def _docs_script(relative: str):
-    """A script under ``docs/`` imported as a module, once (its functions only: each runs its work under ``main()``)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(Path(relative).stem, DOCS / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def batch_table(path: str) -> str:
     """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""
     report = _load(path)
@@ -506,7 +498,7 @@ def batch_table(path: str) -> str:
 
 
 def long_memory_table(path: str) -> str:
-    """``docs/long_memory_bench.py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
+    """``benchmarks/long_memory_bench.py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
     mib = 2**20
     rows = []
     for run in _load(path)["runs"]:
@@ -522,12 +514,12 @@ def long_memory_table(path: str) -> str:
 
 
 def long_cost_table(path: str) -> str:
-    """``docs/long_cost_bench.py``: cost against prompt length, every run, and the growth exponents."""
-    return _docs_script("long_cost_bench.py").markdown(_load(path)["runs"])
+    """``benchmarks/long_cost_bench.py``: cost against prompt length, every run, and the growth exponents."""
+    return long_cost_bench.markdown(_load(path)["runs"])
 
 
 def long_document(path: str) -> str:
-    """``docs/long_document_run.py``: one ``snapkv ask`` about a long PDF, its answer and what it cost."""
+    """``benchmarks/long_document_run.py``: one ``snapkv ask`` about a long PDF, its answer and what it cost."""
     result = _load(path)
     report, where = result["report"], result["provenance"]
     timings, cache, prompt = report["timings"], report["cache"], report["prompt"]
@@ -550,7 +542,7 @@ def long_document(path: str) -> str:
 
 
 def decode_profile(path: str) -> str:
-    """``docs/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
+    """``benchmarks/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
     result = _load(path)
     run, where = result["report"], result["provenance"]
     last_only = run["prefill_lm_head_rows"] == [1]
@@ -566,10 +558,10 @@ def decode_profile(path: str) -> str:
 
 
 def methods_timing(path: str) -> str:
-    """``docs/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
+    """``benchmarks/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
     the runs."""
     report = _load(path)
-    script, args, where = _docs_script("methods_timing.py"), report["args"], report["provenance"]
+    script, args, where = methods_timing_script, report["args"], report["provenance"]
     load = where["load_average_before"], where["load_average_after"]
     return (f"{report['prompt_tokens']:,}-token prompt, budget {args['budget']}, {args['new_tokens']} decoded tokens, "
             f"{args['rounds']} rounds, {where['machine']['torch_threads']} thread (commit "
@@ -611,16 +603,16 @@ def peers_table(path: str) -> str:
                   matching(mine, theirs, budget, "correct")] for mine, theirs, budget in pairs]
     return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
             f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
-            f"own environment.\n\n" + _docs_script("peers/peers_bench.py").markdown_summary(rows)
+            f"own environment.\n\n" + peers_bench.markdown_summary(rows)
             + "\nThe same prompts, answer by answer:\n\n"
             + _table((["snapkv-cli", "peer", "identical answers", "same verdict"], agreement)))
 
 
 def prefill_table(path: str) -> str:
-    """``docs/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
+    """``benchmarks/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
     report = _load(path)
-    summary = _docs_script("prefill_bench.py").summarize(report["runs"])
+    summary = prefill_bench.summarize(report["runs"])
     rows = []
     for variant, row in summary.items():
         if variant == "memory_target":
@@ -696,7 +688,7 @@ def not_run(missing: list[str], partial: bool = False) -> str:
     one = len(missing) == 1
     what = "the numbers above come only from the JSON that is" if partial else "so there are no numbers here"
     return (f"*Not run yet: {names} {'is' if one else 'are'} not committed, {what}. The commands above (all in "
-            f"[run_benchmarks.sh](run_benchmarks.sh)) write {'it' if one else 'them'}; `python docs/tables.py "
+            f"[run_benchmarks.sh](run_benchmarks.sh)) write {'it' if one else 'them'}; `python -m benchmarks.tables "
             f"--write` then fills this in.*\n")
 
 
@@ -720,7 +712,7 @@ def stored_summaries_mismatches() -> list[str]:
 
     problems = []
     for path in sorted(DOCS.glob("results/**/*.json")):
-        if path.parent.name == "mutation":  # docs/mutation.py's results: counts of mutants, no bench summaries
+        if path.parent.name == "mutation":  # benchmarks/mutation.py's results: counts of mutants, no bench summaries
             continue
         report = json.loads(path.read_text(encoding="utf-8"))
         if path.parent.name == "inspect":  # `snapkv inspect --json` (its own schema, version 1), no bench summaries
@@ -772,7 +764,6 @@ def main() -> int:
     mode.add_argument("--check", action="store_true", help="exit 1 if any block or stored summary differs")
     mode.add_argument("--write", action="store_true", help="rewrite the blocks from the JSON")
     options = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
     differing = process(write=options.write)
     problems = stored_summaries_mismatches()
     for line in problems + ([] if options.write else [f"{line}: differs from its JSON" for line in differing]):

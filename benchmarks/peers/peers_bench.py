@@ -1,14 +1,14 @@
 """snapkv-cli against NVIDIA kvpress's SnapKVPress, side by side in one run, on the same prompts (token ids).
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python docs/peers/peers_bench.py \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.peers.peers_bench \
         --json docs/results/peers/peers.json --markdown docs/results/peers/peers.md
 
 The prompts are Needle In A Haystack cells (``snapkv bench niah``'s documents and prompt) and ``snapkv bench
 accuracy`` samples (its test split's first samples, its template, prompt limit and answer room), built once here
 with the model's tokenizer. For each
 prompt this process runs snapkv-cli (a fresh prefill per configuration, as ``snapkv ask`` does, so its seconds
-compare with kvpress's), then hands the same token ids to ``docs/peers/kvpress_runner.py`` running in kvpress's
-own virtual environment (``docs/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
+compare with kvpress's), then hands the same token ids to ``benchmarks/peers/kvpress_runner.py`` running in kvpress's
+own virtual environment (``benchmarks/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
 decoded with the same tokenizer and scored by the bench's own scorers (the NIAH exact/partial score; the task's
 exact-set rule, which rejects distractors).
 """
@@ -89,7 +89,7 @@ def score(prompt: dict, answer: str) -> dict:
 def start_kvpress(args, model_dir: str) -> subprocess.Popen:
     python = Path(args.kvpress_venv) / "bin" / "python"
     if not python.exists():
-        sys.exit(f"no kvpress environment at {args.kvpress_venv}: run bash docs/peers/kvpress_venv.sh first")
+        sys.exit(f"no kvpress environment at {args.kvpress_venv}: run bash benchmarks/peers/kvpress_venv.sh first")
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.Popen([str(python), str(HERE / "kvpress_runner.py"), model_dir], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir())
