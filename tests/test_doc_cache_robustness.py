@@ -461,6 +461,5 @@ def test_two_writers_and_a_reader_race_without_errors_or_wrong_prefixes(tmp_path
     writers = [counts for role, counts, _ in reports if role == "writer"]
     assert reader["mismatch"] == 0 and reader["hit"] > 0, reader
     assert all(counts["stored"] > 0 for counts in writers), writers
-    assert no_temporaries(directory) or all(p.stat().st_mtime > time.time() - 60 for p in directory.iterdir()
-                                            if p.name.startswith(".tmp-"))
+    assert no_temporaries(directory)  # every writer renamed or removed its own temporary file
     assert disk.DocCache(directory, max_bytes=cap).total_bytes() <= cap
