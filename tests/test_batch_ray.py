@@ -1,26 +1,27 @@
 """``snapkv batch --ray`` on a local Ray cluster (2 CPUs, 2 actors, a tiny model): the same lines as a run in one
 process, and every answer exactly once when an actor is killed in the middle of a document.
 
-Skipped only when the ``ray`` extra is not installed (``.ci/run`` installs it). Each actor runs one thread, like the
-in-process run here, so the floating-point work and so the answers are the very same.
+Ray comes with the test extra, so these tests always run. Each actor runs one thread, like the in-process run here,
+so the floating-point work and so the answers are the very same.
 """
 
 from __future__ import annotations
 
+import io
+
 import pytest
+import ray
 
 from snapkv_cli.batch.driver import run_batch
 from snapkv_cli.batch.jobs import Job
 from snapkv_cli.batch.local import LocalExecutor
 from snapkv_cli.batch.output import AnswerFile, StreamOutput
 from snapkv_cli.batch.presenter import BatchPresenter
+from snapkv_cli.batch.ray_executor import RayExecutor
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.runner import RunOptions
 from tests.test_batch import NOTES, QUESTIONS, comparable, jsonl
-
-ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install 'snapkv-cli[ray]'")
-from snapkv_cli.batch.ray_executor import RayExecutor  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -94,13 +95,23 @@ def test_two_actors_answer_like_one_process(cluster, jobs, options, local_lines,
     assert summary.documents_done == 6
 
 
-class KillOnce(BatchPresenter):
+class WorkerMessages(BatchPresenter):
+    """Collects what the batch says of its workers that died."""
+
+    def __init__(self):
+        self.messages: list[str] = []
+
+    def worker_failed(self, message: str, summary) -> None:
+        self.messages.append(message)
+
+
+class KillOnce(WorkerMessages):
     """Kills the actor that has just answered a document's first question, while its second is on the way."""
 
     def __init__(self):
+        super().__init__()
         self.executor: RayExecutor | None = None
         self.killed: str | None = None
-        self.messages: list[str] = []
 
     def recorded(self, line: dict, summary) -> None:
         if self.killed is None and line.get("question_index") == 0:
@@ -108,9 +119,6 @@ class KillOnce(BatchPresenter):
             if actor is not None:
                 ray.kill(actor, no_restart=True)
                 self.killed = line["id"]
-
-    def worker_failed(self, message: str, summary) -> None:
-        self.messages.append(message)
 
 
 def test_a_killed_actor_loses_no_answer_and_duplicates_none(cluster, jobs, options, local_lines, tmp_path):
@@ -156,3 +164,34 @@ def test_the_command_on_ray(cluster, jobs, options, local_lines, tiny_model_path
     assert len(errors) == 2 and all("file not found" in line["error"] for line in errors)
     stderr = " ".join(result.stderr.split())
     assert "questions │ 4 answered, 2 failed" in stderr and "workers │ 2, 0 died" in stderr
+
+
+def test_a_document_that_kills_every_worker_fails_after_max_attempts(cluster, jobs, options, tmp_path):
+    """A document on which every actor dies is given to exactly ``max_attempts`` actors; then each of its unanswered
+    questions gets an error line, and the other documents are answered as usual."""
+    import os
+
+    from snapkv_cli.errors import PromptTooLong
+
+    driver = os.getpid()
+
+    def describe_or_die(error: BaseException) -> str:  # nested, so Ray pickles it by value into the actors
+        if isinstance(error, PromptTooLong) and os.getpid() != driver:
+            os._exit(1)  # the actor's process dies as a crashed worker would
+        from snapkv_cli.batch.lines import describe_error
+
+        return describe_error(error)
+
+    fatal = tmp_path / "fatal.txt"
+    fatal.write_text(NOTES * 60)  # longer than the tiny model's context: its prompt cannot be built
+    batch = [Job("fatal", str(fatal), tuple(QUESTIONS)), *jobs[:2]]
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    summary = run_batch(batch, RayExecutor(options, workers=2, describe=describe_or_die, max_attempts=2), out,
+                        presenter)
+    lines = jsonl(out.stream.getvalue())
+    fatal_lines = [line for line in lines if line["id"] == "fatal"]
+    assert [line["question"] for line in fatal_lines] == list(QUESTIONS)
+    assert all(line["error"] == "2 workers died answering this document; not tried again" for line in fatal_lines)
+    assert summary.worker_failures == 2 and len(presenter.messages) == 2, presenter.messages
+    assert "its last try (2 workers died on it)" in presenter.messages[1]
+    assert summary.answered == 4 and summary.failed == 2
