@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import json
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,3 +129,11 @@ def test_a_new_setting_and_method_reach_the_cli_report_bench_and_docs(extended, 
     tables = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tables)
     assert "| `dummykv` | [Dummy](https://example.org/dummy) | what SnapKV keeps |" in tables.methods_table()
+
+
+def test_the_declarations_and_the_command_line_load_without_torch():
+    """The options and their help come from the declarations before any model loads: reading them imports no torch."""
+    code = ("import sys, snapkv_cli.cli, snapkv_cli.bench.grid, snapkv_cli.engine\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
