@@ -61,6 +61,9 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 )
 
 
+def _library_default(name: str):
+    return CompressionSettings.__dataclass_fields__[name].default
+
 
 def _shown(value) -> str:
     """A default as the help says it: on/off for a flag."""
@@ -76,7 +79,7 @@ def _setting_flag(name: str, value) -> str:
 def setting_help(name: str) -> str:
     """The help of the compression setting ``name``'s option: its declared help, the values it takes and, where the
     method decides, its default in words."""
-    declared, library_default = settings_declarations()[name], CompressionSettings.__dataclass_fields__[name].default
+    declared, library_default = settings_declarations()[name], _library_default(name)
     text = declared.help.removesuffix(".")
     if declared.choices:
         meanings = declared.choices if isinstance(declared.choices, Mapping) else dict.fromkeys(declared.choices, "")
@@ -97,14 +100,13 @@ def setting_help(name: str) -> str:
 def _method_decides(name: str) -> bool:
     """Whether the option of the setting ``name`` is None unless given, the method deciding: the method itself, a
     setting whose library default is the method's own, one the default method comes with."""
-    return name == "method" or name in METHOD_SETTINGS or CompressionSettings.__dataclass_fields__[name].default is None
+    return name == "method" or name in METHOD_SETTINGS or _library_default(name) is None
 
 
 def _setting_option(name: str, declared: Setting) -> SharedOption:
     """The option of one compression setting, from its declaration."""
     default = None if _method_decides(name) else cli_setting(name)
-    library_default = CompressionSettings.__dataclass_fields__[name].default
-    kind = str if declared.parse is not None or library_default is None else type(library_default)
+    kind = str if declared.parse is not None or _library_default(name) is None else type(_library_default(name))
     return _option(name, Optional[kind] if default is None else kind,
                    str(default) if declared.parse is not None and default is not None else default,
                    declared.flag, panel=COMPRESSION_PANEL, help=setting_help(name))
