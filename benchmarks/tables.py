@@ -1,4 +1,5 @@
-"""Regenerate, or check, every benchmark table and numeric sentence in the docs from the committed raw JSON.
+"""Regenerate, or check, every benchmark table and numeric sentence in the docs from the committed raw JSON (and the
+README's table of methods from the method registry).
 
 Blocks in the Markdown files look like::
 
@@ -632,7 +633,16 @@ def prefill_table(path: str) -> str:
                     f"target is at least 80%).\n")
 
 
+def methods_table() -> str:
+    """The README's table of methods, from the method registry (:mod:`snapkv_cli.engine.methods`)."""
+    from snapkv_cli.engine.methods import METHODS
+
+    return _table((["method", "paper", "what each layer and KV head keeps"],
+                   [[f"`{method.name}`", method.paper, method.keeps] for method in METHODS.values()]))
+
+
 GENERATORS = {
+    "methods-table": methods_table,
     "multi-question-speed": multi_question_speed,
     "multi-question-facts": multi_question_facts,
     "multi-question-runs": multi_question_runs,

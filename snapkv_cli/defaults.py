@@ -2,14 +2,16 @@
 
 The library's own defaults are the SnapKV paper's and live in :class:`snapkv_cli.engine.CompressionSettings`
 (window 32, kernel 5, avgpool, capacity 4096); ``SnapKVCache`` takes them from there. The command line and the
-benchmarks use the values below instead, chosen by measurement on the default model (docs/benchmarks.md): its
-digits are single tokens, so a 5-digit code spans 5+ tokens and wide max pooling keeps it whole where avgpool 5
-cuts it short; a budget of 1024 tokens per layer and KV head is SnapKV's smallest published LongBench setting.
+benchmarks use the values below instead (:func:`cli_setting`), chosen by measurement on the default model
+(docs/benchmarks.md): its digits are single tokens, so a 5-digit code spans 5+ tokens and wide max pooling keeps it
+whole where avgpool 5 cuts it short; a budget of 1024 tokens per layer and KV head is SnapKV's smallest published
+LongBench setting.
 """
+
+from .engine.settings import CompressionSettings  # torch-free
 
 CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, pooling="maxpool")
 
-# Those the command line shares with the library (named here so `snapkv --help` needs no engine import).
 # The method when --method is not given, and the settings it comes with (each yields to its own option), chosen on
 # the tune split (docs/benchmarks.md, "Choosing the default method on the tune split"): DefensiveKV's worst-case
 # votes with the same budget for every KV head (the paper's DefensiveKV, `--method defensivekv`, splits it
@@ -17,7 +19,11 @@ CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, po
 # causal window ("A causal pooling window": the end of a code follows the phrase the question matches).
 METHOD = "defensivekv"
 METHOD_SETTINGS = dict(head_budgets="uniform", pooling_window="causal")
-GQA_AGGREGATION = "mean"
 
 # Tokens generated per answer unless --max-new-tokens says otherwise (also the room kept for it in the context).
 MAX_NEW_TOKENS = 128
+
+
+def cli_setting(name: str):
+    """The command line's default for the compression setting ``name``: :data:`CLI_DEFAULTS`', else the library's."""
+    return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else CompressionSettings.__dataclass_fields__[name].default

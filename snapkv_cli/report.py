@@ -11,11 +11,11 @@ from __future__ import annotations
 import resource
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 
 import torch
 
-from .engine import SnapKVCache
+from .engine import CompressionSettings, SnapKVCache
 from .generation import GenerationResult
 from .prompting import Prompt
 
@@ -28,20 +28,24 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-@dataclass(frozen=True)
-class SettingsInfo:
-    """The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from ``budget``)."""
+def _settings_info() -> type:
+    """The settings block's class: one field per reported setting (and its ``given_as`` key), in declaration order
+    (:mod:`snapkv_cli.engine.settings`)."""
+    keys = []
+    for field_ in fields(CompressionSettings):
+        declared = field_.metadata.get("setting")
+        if declared is not None and declared.reported:
+            keys.append((field_.name, field_.type))
+            if declared.given_as is not None:
+                keys.append((declared.given_as, field_.type))
+    info = make_dataclass("SettingsInfo", keys, frozen=True)
+    info.__module__ = __name__
+    info.__doc__ = ("The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from "
+                    "``budget``, the method's own choice where a setting was left to it).")
+    return info
 
-    window_size: int
-    max_capacity_prompt: int
-    budget: int | float
-    kernel_size: int
-    pooling: str
-    pooling_window: str  # centered (SnapKV) or causal
-    gqa_aggregation: str
-    layer_budgets: str  # how the budget is shared over layers: uniform or pyramid (the method's own unless set)
-    head_budgets: str  # and over a layer's KV heads: uniform, adaptive or shared
-    whole_words: bool  # every token of a word ranked with its best one
+
+SettingsInfo = _settings_info()
 
 
 @dataclass(frozen=True)
@@ -231,13 +235,7 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         device=device,
         dtype=dtype,
         method=settings.method,
-        settings=SettingsInfo(window_size=settings.window_size,
-                              max_capacity_prompt=settings.capacity_for(prompt.length),
-                              budget=settings.max_capacity_prompt, kernel_size=settings.kernel_size,
-                              pooling=settings.pooling, pooling_window=settings.pooling_window,
-                              gqa_aggregation=settings.gqa_aggregation,
-                              layer_budgets=cache.policy.layer_budgets, head_budgets=cache.policy.head_allotment,
-                              whole_words=settings.whole_words),
+        settings=SettingsInfo(**settings.applied(prompt.length)),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,
                           truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,

@@ -25,6 +25,7 @@ import snapkv_cli
 import snapkv_cli.cli as cli
 import snapkv_cli.cli.console
 import snapkv_cli.pipeline as pipeline
+from snapkv_cli.engine.methods import METHODS
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
@@ -35,7 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
 QUESTION = "Who repaired the fog signal?"
 LONG_QUESTION = "Which member of the crew repaired the fog signal during the long winter storm of the year?"
-METHODS = ["snapkv", "full", "pyramidkv", "h2o", "tova", "streamingllm", "random"]
 
 NOTES = (
     "Skerrow Point Light, winter log.\n\n"
@@ -149,9 +149,8 @@ def test_the_default_method_and_its_settings_yield_to_the_options(docs, tiny_mod
     assert (report["method"], settings["layer_budgets"], settings["head_budgets"], settings["pooling_window"],
             settings["whole_words"]) == (method, layers, heads, window, words)
     shown = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())  # the report's text, however it wraps
-    kernel = "kernel 15 causal maxpool" if window == "causal" else "kernel 15 maxpool"
     whole = ", whole words" if words else ""
-    assert f"{method} budget 64, {kernel}, {layers} layers, {heads} heads{whole}" in shown
+    assert f"{method} budget 64, kernel 15, maxpool, {window} window, {layers} layers, {heads} heads{whole}" in shown
 
 
 def test_a_method_that_does_not_pool_shows_no_kernel(docs, tiny_model_path):
@@ -216,20 +215,23 @@ def test_budget_fraction(docs, tiny_model_path):
     assert all(row["kept_tokens_min"] == row["kept_tokens_max"] == kept for row in report["layers"])
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", list(METHODS))  # every method of the registry
 def test_every_method_runs(docs, tiny_model_path, method):
     report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--max-new-tokens", "2",
                       "--method", method, "--budget", "48", "--window", "8")
     assert report["method"] == method
     assert len(report["layers"]) == 3
     assert report["cache"]["tokens_before"] == report["prompt_tokens"]
-    if method == "full":
+    facts = METHODS[method]
+    if not facts.compresses:
         assert report["cache"]["compression_ratio"] == 1.0
     else:
         assert report["cache"]["compression_ratio"] > 1.0
-        # pyramidkv spreads the budget unevenly over layers; the others keep exactly the budget everywhere
-        if method != "pyramidkv":
-            assert all(row["kept_tokens_max"] == 48 for row in report["layers"])
+        # a pyramid spreads the budget unevenly over layers; the others keep the budget in every layer: in every
+        # KV head, or (an adaptive split) on average over the layer's heads
+        if facts.default_layer_budgets == "uniform":
+            kept = "kept_tokens_max" if facts.default_head_budgets == "uniform" else "kept_tokens_mean"
+            assert all(row[kept] == 48 for row in report["layers"]), kept
 
 
 def test_greedy_and_seeded_sampling_repeat(docs, tiny_model_path):

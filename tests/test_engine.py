@@ -233,7 +233,7 @@ def test_pyramidkv_budgets_by_hand():
         (dict(kernel_size=0), "kernel_size"),
         (dict(kernel_size=4), "odd"),
         (dict(pooling="median"), "avgpool or maxpool"),
-        (dict(method="magic"), "choose one of"),
+        (dict(method="magic"), "unknown method 'magic': choose"),
         (dict(max_capacity_prompt=1.5), "fraction"),
         (dict(gqa_aggregation="sum"), "mean or max"),
         (dict(layer_budgets="cone"), "uniform or pyramid"),

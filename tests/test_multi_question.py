@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 import snapkv_cli.cli as cli
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.documents import Document, Page, load_document
-from snapkv_cli.engine import CompressionSettings
+from snapkv_cli.engine import METHODS, CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.prompting import load_template
 from tests.helpers import chunks, record_loaded_forwards, recorded_forwards
@@ -86,7 +86,7 @@ def assert_same_answer(separate, shared):
 # --------------------------------------------------------------------------- the library
 
 
-@pytest.mark.parametrize("method", ["snapkv", "h2o", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv"])
+@pytest.mark.parametrize("method", [name for name, method in METHODS.items() if method.compresses])
 def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, monkeypatch):
     document, template = load_document(notes), load_template()
     settings = CompressionSettings(method=method, window_size=16, max_capacity_prompt=64, kernel_size=15,

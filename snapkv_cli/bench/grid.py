@@ -1,56 +1,74 @@
 """Methods x budgets and the compression settings shared by every cell of a benchmark grid.
 
-A method is a label: a policy name (``snapkv``, ``defensivekv``...), optionally followed by suffixes that change one
-setting of the grid's for that method alone, as ``snapkv ask``'s options would, in this order:
-
-- ``+pyramid``: PyramidKV's per-layer allotment (the budget decreasing with depth at the same mean), for a policy
-  whose own is uniform (``defensivekv+pyramid``);
-- ``+uniformheads``: every KV head of a layer the same budget, for a policy whose own split is adaptive
-  (``defensivekv+uniformheads``: DefensiveKV's votes and ranking without AdaKV's padded layout);
-- ``+sharedheads``: every KV head of a layer the same positions (``head_budgets="shared"``), for a policy whose
-  ranking differs between heads (not with ``+uniformheads``: both set the heads' split);
-- ``+causalpool``: the causal pooling window (``pooling_window="causal"``), for a policy that pools votes;
-- ``+wholewords``: every token of a word ranks with its best one (``whole_words=True``), for any compressing policy.
+A method is a label: a method's name (``snapkv``, ``defensivekv``...), optionally followed by suffixes that change
+one setting of the grid's for that method alone, as ``snapkv ask``'s options would (``defensivekv+pyramid``,
+``defensivekv+uniformheads+causalpool``). The suffixes, what they set and which methods they apply to are declared
+with the settings (:class:`snapkv_cli.engine.settings.Suffix`); :data:`SUFFIXES` and :func:`methods_help` follow from
+that declaration, and a grid's shared settings default to the command line's (:func:`snapkv_cli.defaults.cli_setting`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 
-from ..engine import CompressionSettings
+from ..defaults import cli_setting
+from ..engine.methods import METHODS, Method
+from ..engine.settings import CompressionSettings, Suffix, alternatives, settings_declarations
 
-DEFAULT_METHODS = ("full", "snapkv", "pyramidkv", "h2o", "streamingllm", "random")
-# label suffix -> (the settings field it sets, its value, whether it changes a policy class), in label order
-SUFFIXES: dict[str, tuple[str, str | bool, Callable[[type], bool]]] = {
-    "pyramid": ("layer_budgets", "pyramid", lambda policy: policy.default_layer_budgets == "uniform"),
-    "uniformheads": ("head_budgets", "uniform", lambda policy: policy.default_head_budgets == "adaptive"),
-    "sharedheads": ("head_budgets", "shared", lambda policy: not policy.same_on_every_head),
-    "causalpool": ("pooling_window", "causal", lambda policy: policy.pools_votes),
-    "wholewords": ("whole_words", True, lambda policy: True),
-}
+DEFAULT_METHODS = tuple(name for name, method in METHODS.items() if method.benchmarked_by_default)
+# label suffix -> (the settings field it sets, its declaration), in label order
+SUFFIXES: dict[str, tuple[str, Suffix]] = {
+    suffix.name: (name, suffix) for name, suffix in sorted(
+        ((name, suffix) for name, declared in settings_declarations().items() for suffix in declared.suffixes),
+        key=lambda pair: pair[1].rank)}
+
+
+def changes(suffix: str, method: Method) -> bool:
+    """Whether ``suffix`` changes anything for ``method``: a compressing method the setting applies to, whose own
+    value differs (and that the suffix's ``when`` accepts)."""
+    name, declared = SUFFIXES[suffix]
+    setting = settings_declarations()[name]
+    own = getattr(method, setting.own) if setting.own else CompressionSettings.__dataclass_fields__[name].default
+    return (method.compresses and setting.applies(method) and own != declared.value
+            and (declared.when is None or declared.when(method)))
 
 
 def parse_label(label: str) -> tuple[str, dict[str, str | bool]]:
-    """A method label as (policy name, settings overrides): ``defensivekv+pyramid`` -> ``("defensivekv",
+    """A method label as (method name, settings overrides): ``defensivekv+pyramid`` -> ``("defensivekv",
     {"layer_budgets": "pyramid"})``. Only labels of :func:`method_labels` are meant (the CLI checks)."""
-    policy, *suffixes = label.split("+")
-    return policy, {SUFFIXES[suffix][0]: SUFFIXES[suffix][1] for suffix in suffixes}
+    method, *suffixes = label.split("+")
+    return method, {SUFFIXES[suffix][0]: SUFFIXES[suffix][1].value for suffix in suffixes}
 
 
 def method_labels() -> tuple[str, ...]:
-    """Every label a grid takes: each policy, and each compressing policy with any of the suffixes that change it
+    """Every label a grid takes: each method, and each compressing method with any of the suffixes that change it
     (in :data:`SUFFIXES`' order), at most one suffix per setting."""
-    from ..engine.policies import POLICIES
-
     labels = []
-    for name, policy in POLICIES.items():
-        changing = [suffix for suffix, (_, _, changes) in SUFFIXES.items() if policy.compresses and changes(policy)]
+    for name, method in METHODS.items():
+        changing = [suffix for suffix in SUFFIXES if changes(suffix, method)]
         labels += ["+".join((name, *chosen)) for count in range(len(changing) + 1)
                    for chosen in combinations(changing, count)
                    if len({SUFFIXES[suffix][0] for suffix in chosen}) == len(chosen)]
     return tuple(labels)
+
+
+def _and(names: list[str]) -> str:
+    return alternatives(names).replace(" or ", " and ")
+
+
+def methods_help() -> str:
+    """The help of a benchmark's ``--methods``: the label grammar, each suffix with the methods it applies to."""
+    compressing = [name for name, method in METHODS.items() if method.compresses]
+    parts = []
+    for suffix, (_, declared) in SUFFIXES.items():
+        names = [name for name, method in METHODS.items() if changes(suffix, method)]
+        others = [name for name in compressing if name not in names]
+        methods = (_and(names) if len(names) <= len(others) else
+                   f"any compressing method but {_and(others)}" if others else "any compressing method")
+        parts.append(f"+{suffix} ({declared.help}, for {methods})")
+    return ("Comma-separated methods: a method, optionally with, in this order, " + ", ".join(parts) +
+            "; at most one suffix per setting.")
 
 
 @dataclass
@@ -59,17 +77,17 @@ class MethodGrid:
 
     methods: tuple[str, ...] = DEFAULT_METHODS
     budgets: tuple[int, ...] = (128, 256, 512, 1024, 2048)
-    window_size: int = 32
-    kernel_size: int = 15
-    pooling: str = "maxpool"
-    gqa_aggregation: str = "mean"
+    window_size: int = cli_setting("window_size")
+    kernel_size: int = cli_setting("kernel_size")
+    pooling: str = cli_setting("pooling")
+    gqa_aggregation: str = cli_setting("gqa_aggregation")
     max_new_tokens: int = 24
     seed: int = 0
 
     def settings(self, method: str, budget: int | None) -> CompressionSettings:
         """The settings of one cell; ``method`` is a label (:func:`method_labels`)."""
-        policy, overrides = parse_label(method)
-        return CompressionSettings(method=policy, window_size=self.window_size,
+        name, overrides = parse_label(method)
+        return CompressionSettings(method=name, window_size=self.window_size,
                                    max_capacity_prompt=budget or self.window_size + 1, kernel_size=self.kernel_size,
                                    pooling=self.pooling, gqa_aggregation=self.gqa_aggregation, seed=self.seed,
                                    **overrides)
@@ -81,6 +99,4 @@ class MethodGrid:
 
     def needs_attention_sums(self) -> bool:
         """Whether a shared prefix must keep attention sums (a method such as H2O reads them)."""
-        from ..engine.policies import POLICIES
-
-        return any(POLICIES[parse_label(m)[0]].accumulates_attention for m in self.methods)
+        return any(METHODS[parse_label(m)[0]].accumulates_attention for m in self.methods)

@@ -11,13 +11,13 @@ from typing import BinaryIO
 
 from rich.table import Table
 
+from ..engine.methods import METHODS
 from .accuracy import outcomes_from_json, tally
 from .retention import Tally
 from .speed import compare, summarize
 
 Rows = tuple[list[str], list[list[str]]]
-_METHOD_ORDER = ("full", "snapkv", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv", "h2o", "tova",
-                 "streamingllm", "random")
+_METHOD_ORDER = tuple(METHODS)  # rows in the registry's order
 
 
 def _budget(budget: int | None) -> str:

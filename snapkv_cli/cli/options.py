@@ -4,6 +4,8 @@
 hands the command one ``options: RunOptions`` built from them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
 take the same options with the same names, defaults, environment variables and checks. To give every such command
 a new option: add its :class:`SharedOption` to :data:`RUN_OPTIONS` and use its value in :func:`build_run_options`.
+The compression options (:data:`SETTING_OPTIONS`) are generated from the settings' declaration
+(:mod:`snapkv_cli.engine.settings`): a compression setting declared with a flag needs nothing here.
 :data:`MODEL_OPTIONS` are the ones the benchmarks take too (:func:`model_options`).
 """
 
@@ -11,15 +13,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 import typer
 
-from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS
+from ..defaults import MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS, cli_setting
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
+from ..engine.settings import CompressionSettings, Setting, alternatives, settings_declarations
 from ..errors import InvalidValue, UserError
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
@@ -57,34 +60,63 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
                  "(default: one pass)."),
 )
 
-RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
-    _option("method", Optional[str], None, "--method", panel=COMPRESSION_PANEL,
-            help="snapkv, full, pyramidkv, adakv, criticalkv, defensivekv, chunkkv, h2o, tova, streamingllm or "
-            f"random (default: {METHOD} with --head-budgets {METHOD_SETTINGS['head_budgets']} and --pooling-window "
-            f"{METHOD_SETTINGS['pooling_window']}, chosen by measurement)."),
-    _option("budget", str, str(CLI_DEFAULTS["max_capacity_prompt"]), "--budget", panel=COMPRESSION_PANEL,
-            help="KV tokens kept per layer and head (window included), or a fraction such as 0.1."),
-    _option("window", int, CLI_DEFAULTS["window_size"], "--window", panel=COMPRESSION_PANEL,
-            help="Observation window: the last prompt tokens that vote."),
-    _option("kernel", int, CLI_DEFAULTS["kernel_size"], "--kernel", panel=COMPRESSION_PANEL,
-            help="Pooling kernel size (odd)."),
-    _option("pooling", str, CLI_DEFAULTS["pooling"], "--pooling", panel=COMPRESSION_PANEL,
-            help="maxpool or avgpool."),
-    _option("pooling_window", Optional[str], None, "--pooling-window", panel=COMPRESSION_PANEL,
-            help="Where the pooling kernel sits: centered on each position (SnapKV) or causal (the position and the "
-                 f"ones before it) (default: {METHOD_SETTINGS['pooling_window']} for the default method, centered "
-                 "otherwise)."),
-    _option("whole_words", Optional[bool], None, "--whole-words/--no-whole-words", panel=COMPRESSION_PANEL,
-            help="Keep every token of a word (a number, a name) with the word's best one, so that codes are kept whole "
-                 f"(default: {'on' if METHOD_SETTINGS.get('whole_words') else 'off'} for the default method, off "
-                 "otherwise)."),
-    _option("gqa", str, GQA_AGGREGATION, "--gqa", panel=COMPRESSION_PANEL,
-            help="How query heads of a KV group combine their votes: mean or max."),
-    _option("layer_budgets", Optional[str], None, "--layer-budgets", panel=COMPRESSION_PANEL,
-            help="How the budget is shared over layers: uniform or pyramid (default: the method's own)."),
-    _option("head_budgets", Optional[str], None, "--head-budgets", panel=COMPRESSION_PANEL,
-            help="How a layer's budget is shared over KV heads: uniform, adaptive, or shared (the same positions "
-                 "for every head) (default: the method's own)."),
+
+def _library_default(name: str):
+    return CompressionSettings.__dataclass_fields__[name].default
+
+
+def _shown(value) -> str:
+    """A default as the help says it: on/off for a flag."""
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
+def _setting_flag(name: str, value) -> str:
+    """The option that gives the setting ``name`` this value: ``--pooling-window causal``, ``--whole-words``."""
+    on, _, off = settings_declarations()[name].flag.partition("/")
+    return (on if value else off) if isinstance(value, bool) else f"{on} {value}"
+
+
+def setting_help(name: str) -> str:
+    """The help of the compression setting ``name``'s option: its declared help, the values it takes and, where the
+    method decides, its default in words."""
+    declared, library_default = settings_declarations()[name], _library_default(name)
+    text = declared.help.removesuffix(".")
+    if declared.choices:
+        meanings = declared.choices if isinstance(declared.choices, Mapping) else dict.fromkeys(declared.choices, "")
+        text += ": " + alternatives(
+            f"{value} ({getattr(meaning, 'description', meaning)})" if meaning else value
+            for value, meaning in meanings.items())
+    if name == "method":
+        text += (f" (default: {METHOD} with "
+                 f"{' and '.join(_setting_flag(key, value) for key, value in METHOD_SETTINGS.items())}, chosen by "
+                 "measurement)")
+    elif _method_decides(name):
+        own = "the method's own" if library_default is None else _shown(library_default)
+        text += (f" (default: {_shown(METHOD_SETTINGS[name])} for the default method, {own} otherwise)"
+                 if name in METHOD_SETTINGS else f" (default: {own})")
+    return text + "."
+
+
+def _method_decides(name: str) -> bool:
+    """Whether the option of the setting ``name`` is None unless given, the method deciding: the method itself, a
+    setting whose library default is the method's own, one the default method comes with."""
+    return name == "method" or name in METHOD_SETTINGS or _library_default(name) is None
+
+
+def _setting_option(name: str, declared: Setting) -> SharedOption:
+    """The option of one compression setting, from its declaration."""
+    default = None if _method_decides(name) else cli_setting(name)
+    kind = str if declared.parse is not None or _library_default(name) is None else type(_library_default(name))
+    return _option(name, Optional[kind] if default is None else kind,
+                   str(default) if declared.parse is not None and default is not None else default,
+                   declared.flag, panel=COMPRESSION_PANEL, help=setting_help(name))
+
+
+# the compression options: one per setting declared with a flag (snapkv_cli.engine.settings)
+SETTING_OPTIONS: tuple[SharedOption, ...] = tuple(
+    _setting_option(name, declared) for name, declared in settings_declarations().items() if declared.flag is not None)
+
+RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + SETTING_OPTIONS + (
     _option("max_new_tokens", int, MAX_NEW_TOKENS, "--max-new-tokens", min=1, panel=PROMPT_PANEL,
             help="Most tokens to generate per answer (also the room kept for it in the context)."),
     _option("temperature", float, 0.0, "--temperature", min=0.0, panel=PROMPT_PANEL, help="0 is greedy."),
@@ -107,26 +139,8 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + (
 )
 
 
-def parse_budget(text: str) -> int | float:
-    """'1024' -> 1024 tokens; '0.1' -> a tenth of the prompt."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidValue("budget", text, "a token count (e.g. 1024) or a fraction (e.g. 0.1)") from None
-    if value.is_integer() and value >= 1:
-        return int(value)
-    if 0 < value < 1:
-        return value
-    raise InvalidValue("budget", text, "a token count >= 1 or a fraction in (0, 1)")
-
-
-# settings whose option is None unless given: then the method's own (the default method's: METHOD_SETTINGS)
-METHOD_DEFAULTED = ("head_budgets", "pooling_window", "whole_words")
-
-
 def build_run_options(values: dict):
     """The :class:`~snapkv_cli.runner.RunOptions` of the parsed shared options, checked before any model loads."""
-    from ..engine import CompressionSettings
     from ..generation import GenerationOptions
     from ..prompting import TRUNCATIONS, load_template
     from ..runner import RunOptions
@@ -135,16 +149,16 @@ def build_run_options(values: dict):
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
     template = load_template(values["template"])
-    method = values["method"]
-    given = {name: values[name] for name in METHOD_DEFAULTED if values[name] is not None}
-    if method is None:  # the default method, with the settings it comes with unless the options say otherwise
-        method, given = METHOD, {**METHOD_SETTINGS, **given}
+    given = {option.name: values[option.name] for option in SETTING_OPTIONS if values[option.name] is not None}
+    for name, declared in settings_declarations().items():
+        if declared.parse is not None and name in given:
+            given[name] = declared.parse(given[name])
+    if "method" not in given:  # the default method, with the settings it comes with unless the options say otherwise
+        given = {**METHOD_SETTINGS, **given, "method": METHOD}
+    if values["seed"] is not None:  # the random method's seed is the run's
+        given["seed"] = values["seed"]
     try:
-        settings = CompressionSettings(
-            method=method, window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
-            kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
-            layer_budgets=values["layer_budgets"], **given,
-            seed=values["seed"] if values["seed"] is not None else 0)
+        settings = CompressionSettings(**given)
     except UserError:
         raise
     except ValueError as error:

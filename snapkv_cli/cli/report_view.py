@@ -8,6 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..engine.methods import METHODS
+from ..engine.settings import settings_declarations
 from ..report import DocCacheInfo, Report
 from ..views.units import human_bytes
 
@@ -22,7 +24,7 @@ def sparkline(values: list[float]) -> str:
 
 def render_report(report: Report, console: Console) -> None:
     """The full report as a panel: model, prompt, window, method, cache, layers, pages, times, memory."""
-    settings, prompt, cache, timings = report.settings, report.prompt, report.cache, report.timings
+    prompt, cache, timings = report.prompt, report.cache, report.timings
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
@@ -37,18 +39,7 @@ def render_report(report: Report, console: Console) -> None:
         stop = "end of text" if report.stop.stopped_by == "eos" else repr(report.stop.stopped_by)
         table.add_row("template", escape(f"{prompt.template_name} (completion style for a base model; "
                                          f"the answer stopped at {stop})"))
-    method = escape(report.method)
-    if report.method != "full":
-        from ..engine.policies import POLICIES
-
-        method += f"  budget {settings.max_capacity_prompt}"
-        if POLICIES[report.method].pools_votes:
-            window = "causal " if settings.pooling_window == "causal" else ""
-            method += f", kernel {settings.kernel_size} {window}{settings.pooling}"
-        method += f", {settings.layer_budgets} layers, {settings.head_budgets} heads"
-        if settings.whole_words:
-            method += ", whole words"
-    table.add_row("method", method)
+    table.add_row("method", method_line(report))
     table.add_row("KV cache", f"{cache.tokens_before} → {cache.tokens_after:g} tokens per head, "
                               f"{human_bytes(cache.bytes_before)} → {human_bytes(cache.bytes_after)} "
                               f"({cache.compression_ratio:.2f}x)")
@@ -73,6 +64,21 @@ def render_report(report: Report, console: Console) -> None:
         memory += f", CUDA peak {human_bytes(report.memory.cuda_peak_bytes)}"
     table.add_row("memory", memory)
     console.print(Panel(Group(table), title=Text("snapkv", style="bold"), expand=False))
+
+
+def method_line(report: Report) -> str:
+    """The method and, in its settings' declared labels, those that apply to it: ``defensivekv  budget 64, kernel 15,
+    maxpool, causal window, uniform layers, uniform heads``."""
+    method = METHODS[report.method]
+    shown = []
+    for name, declared in settings_declarations().items():
+        if declared.reported and declared.label is not None and declared.applies(method):
+            value = getattr(report.settings, name)
+            if not isinstance(value, bool):
+                shown.append(declared.label.format(value))
+            elif value:
+                shown.append(declared.label)
+    return escape(report.method + ("  " + ", ".join(shown) if shown else ""))
 
 
 _SOURCES = {"prefill": "prefilled", "disk": "loaded from the document cache", "memory": "reused"}

@@ -1,7 +1,12 @@
-"""Compression policies by name. Each one only scores positions, ranks them, or allots budgets."""
+"""Compression policies by name. Each one only scores positions, ranks them, or allots budgets.
+
+The methods and their facts are declared in :mod:`snapkv_cli.engine.methods`; :data:`POLICIES` holds each one's
+class, in that declaration's order.
+"""
 
 from __future__ import annotations
 
+from ..methods import METHODS
 from .adakv import AdaKVPolicy
 from .base import LayerContext, Policy
 from .chunkkv import ChunkKVPolicy
@@ -15,11 +20,10 @@ from .snapkv import SnapKVPolicy
 from .streamingllm import StreamingLLMPolicy
 from .tova import TOVAPolicy
 
-POLICIES: dict[str, type[Policy]] = {
-    policy.name: policy
-    for policy in (SnapKVPolicy, FullPolicy, StreamingLLMPolicy, H2OPolicy, TOVAPolicy, RandomPolicy, PyramidKVPolicy,
-                   AdaKVPolicy, CriticalKVPolicy, DefensiveKVPolicy, ChunkKVPolicy)
-}
+_CLASSES = {policy.name: policy for policy in (
+    AdaKVPolicy, ChunkKVPolicy, CriticalKVPolicy, DefensiveKVPolicy, FullPolicy, H2OPolicy, PyramidKVPolicy,
+    RandomPolicy, SnapKVPolicy, StreamingLLMPolicy, TOVAPolicy)}
+POLICIES: dict[str, type[Policy]] = {name: _CLASSES[name] for name in METHODS}  # a method without a class: KeyError
 POLICY_NAMES = tuple(POLICIES)
 
 __all__ = ["POLICIES", "POLICY_NAMES", "LayerContext", "Policy"]

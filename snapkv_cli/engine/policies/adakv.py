@@ -15,11 +15,6 @@ from .base import LayerContext, Policy
 from .snapkv import pooled_window_votes
 
 
-class AdaKVPolicy(Policy):
-    name = "adakv"
-    description = "SnapKV scores, one top-k over all KV heads of a layer with a per-head floor (AdaKV)"
-    pools_votes = True
-    default_head_budgets = "adaptive"
-
+class AdaKVPolicy(Policy, method="adakv"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)

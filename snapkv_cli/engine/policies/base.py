@@ -6,7 +6,7 @@ are shared out over layers and heads lives once, in :mod:`snapkv_cli.engine.allo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import ClassVar
 
@@ -14,6 +14,7 @@ import torch
 
 from ..allotment import head_prefix_budgets, layer_capacity
 from ..attention import attention_probabilities
+from ..methods import METHODS, Method
 from ..settings import CompressionSettings
 
 
@@ -55,7 +56,9 @@ class LayerContext:
 
 
 class Policy:
-    """Base of every compression policy. Subclasses set ``name`` and override :meth:`scores`.
+    """Base of every compression policy. A subclass names its method (``class SnapKVPolicy(Policy,
+    method="snapkv")``), whose facts in :data:`~snapkv_cli.engine.methods.METHODS` become its class attributes, and
+    overrides :meth:`scores`.
 
     A layer is compressed in four steps, each one overridable: :meth:`capacity` (its tokens per KV head),
     :meth:`scores` (what each position is worth), :meth:`head_budgets` (how the layer's budget is split over its KV
@@ -66,14 +69,21 @@ class Policy:
     positions over heads changes nothing).
     """
 
+    # set from the method's entry in METHODS (a subclass's `method=`)
     name: ClassVar[str]
-    description: ClassVar[str] = ""
-    accumulates_attention: ClassVar[bool] = False
-    compresses: ClassVar[bool] = True
-    pools_votes: ClassVar[bool] = False
-    default_layer_budgets: ClassVar[str] = "uniform"
-    default_head_budgets: ClassVar[str] = "uniform"
-    same_on_every_head: ClassVar[bool] = False
+    description: ClassVar[str]
+    accumulates_attention: ClassVar[bool]
+    compresses: ClassVar[bool]
+    pools_votes: ClassVar[bool]
+    default_layer_budgets: ClassVar[str]
+    default_head_budgets: ClassVar[str]
+    same_on_every_head: ClassVar[bool]
+
+    def __init_subclass__(cls, method: str | None = None, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if method is not None:
+            for fact in fields(Method):
+                setattr(cls, fact.name, getattr(METHODS[method], fact.name))
 
     def __init__(self, settings: CompressionSettings):
         self.settings = settings

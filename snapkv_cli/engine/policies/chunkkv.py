@@ -43,10 +43,7 @@ def chunk_ranking(scores: torch.Tensor, prefix_length: int, chunk_size: int) -> 
     return torch.cat([ranking, ranking.new_zeros(batch, kv_heads, prompt_length - prefix_length)], dim=-1)
 
 
-class ChunkKVPolicy(Policy):
-    name = "chunkkv"
-    description = "whole chunks of chunk_size tokens ranked by their summed window votes (ChunkKV)"
-
+class ChunkKVPolicy(Policy, method="chunkkv"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return window_votes(context)
 

@@ -117,13 +117,7 @@ def critical_ranking(context: LayerContext, scores: torch.Tensor, head_budgets: 
     return torch.cat([weighted, scores[..., prefix_length:].float()], dim=-1)
 
 
-class CriticalKVPolicy(Policy):
-    name = "criticalkv"
-    description = (
-        "SnapKV scores; half of each head's budget by attention, the rest by attention x ||W_o v|| (CriticalKV)"
-    )
-    pools_votes = True
-
+class CriticalKVPolicy(Policy, method="criticalkv"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)
 

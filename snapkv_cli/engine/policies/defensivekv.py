@@ -38,12 +38,7 @@ def defensive_scores(context: LayerContext) -> torch.Tensor:
     return torch.cat([corrected, attention[..., -window:].amax(dim=(2, 3))], dim=-1)
 
 
-class DefensiveKVPolicy(Policy):
-    name = "defensivekv"
-    description = "worst-case window votes with a prior floor, on Ada-CriticalKV (DefensiveKV)"
-    pools_votes = True
-    default_head_budgets = "adaptive"
-
+class DefensiveKVPolicy(Policy, method="defensivekv"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return defensive_scores(context)
 

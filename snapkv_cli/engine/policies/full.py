@@ -5,10 +5,6 @@ from __future__ import annotations
 from .base import Policy
 
 
-class FullPolicy(Policy):
-    name = "full"
-    description = "no compression (full cache)"
-    compresses = False
-
+class FullPolicy(Policy, method="full"):
     def capacity(self, layer_idx: int, num_layers: int, prompt_length: int) -> int:
         return prompt_length

@@ -8,10 +8,6 @@ from ..attention import aggregate_group
 from .base import LayerContext, Policy
 
 
-class H2OPolicy(Policy):
-    name = "h2o"
-    description = "attention accumulated over all prompt queries (heavy hitters) plus a recent window"
-    accumulates_attention = True
-
+class H2OPolicy(Policy, method="h2o"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return aggregate_group(context.accumulated_attention, self.settings.gqa_aggregation)

@@ -12,11 +12,6 @@ from .base import LayerContext, Policy
 from .snapkv import pooled_window_votes
 
 
-class PyramidKVPolicy(Policy):
-    name = "pyramidkv"
-    description = "SnapKV scores with per-layer budgets decreasing with depth"
-    pools_votes = True
-    default_layer_budgets = "pyramid"
-
+class PyramidKVPolicy(Policy, method="pyramidkv"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)

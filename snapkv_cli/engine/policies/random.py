@@ -7,10 +7,7 @@ import torch
 from .base import LayerContext, Policy
 
 
-class RandomPolicy(Policy):
-    name = "random"
-    description = "uniformly random positions (a control)"
-
+class RandomPolicy(Policy, method="random"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         generator = torch.Generator().manual_seed(self.settings.seed * 1_000_003 + context.layer_idx)
         shape = context.keys.shape[:3]

@@ -23,10 +23,6 @@ def pooled_window_votes(context: LayerContext) -> torch.Tensor:
     return aggregate_group(scores, settings.gqa_aggregation)
 
 
-class SnapKVPolicy(Policy):
-    name = "snapkv"
-    description = "observation-window attention votes, pooled (the SnapKV paper)"
-    pools_votes = True
-
+class SnapKVPolicy(Policy, method="snapkv"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         return pooled_window_votes(context)

@@ -7,11 +7,7 @@ import torch
 from .base import LayerContext, Policy
 
 
-class StreamingLLMPolicy(Policy):
-    name = "streamingllm"
-    description = "attention sinks (first tokens) plus the most recent tokens"
-    same_on_every_head = True
-
+class StreamingLLMPolicy(Policy, method="streamingllm"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         batch, kv_heads, length = context.keys.shape[:3]
         recency = torch.arange(length, dtype=torch.float32, device=context.keys.device)

@@ -7,10 +7,7 @@ import torch
 from .base import LayerContext, Policy
 
 
-class TOVAPolicy(Policy):
-    name = "tova"
-    description = "last token's attention, averaged over all heads of the layer"
-
+class TOVAPolicy(Policy, method="tova"):
     def scores(self, context: LayerContext) -> torch.Tensor:
         last_query = context.window_attention[:, :, :, -1, :]  # (batch, kv_heads, group, prompt_length)
         batch, kv_heads = last_query.shape[:2]

@@ -1,0 +1,137 @@
+"""Settings and methods are declared once: a setting added to the settings' declaration and a method added to the
+registry reach the command line (its options, their help, the check of a value), the report (the JSON settings block
+and the terminal panel), the benchmarks' labels and their help, and the README's table of methods, with no other edit.
+
+The fixture imports the package afresh with the two declarations extended, as if the new entries had been typed
+there; everything else must follow from them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+PACKAGE = "snapkv_cli"
+ROOT = Path(__file__).resolve().parent.parent
+NOTES = ("Skerrow Point Light, winter log. The lamp was lit at dusk and the wind came round to the north-west. "
+         "Duncan Hale repaired the fog signal and oiled the clockwork before the storm. The relief boat Morven Lass "
+         "arrived on Tuesday with coal, letters and fresh bread.\n")
+# the report's settings block as the JSON schema has it, before the new setting
+SETTINGS_KEYS = ["window_size", "max_capacity_prompt", "budget", "kernel_size", "pooling", "pooling_window",
+                 "gqa_aggregation", "layer_budgets", "head_budgets", "whole_words"]
+
+
+def _ours(name: str) -> bool:
+    return name == PACKAGE or name.startswith(PACKAGE + ".")
+
+
+@pytest.fixture
+def extended():
+    """A fresh import of the package whose settings declare one more setting (``dummy_knob``: ``--dummy-knob
+    quiet|loud``, shown as "loud knob", benchmark suffix ``+loudknob``) and whose registry holds one more method
+    (``dummykv``: SnapKV's policy under another name, pooling its votes); the package as it was comes back after."""
+    saved = {name: module for name, module in sys.modules.items() if _ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        settings = importlib.import_module(f"{PACKAGE}.engine.settings")
+        engine = importlib.import_module(f"{PACKAGE}.engine")
+
+        @dataclass(frozen=True)
+        class CompressionSettings(settings.CompressionSettings):
+            dummy_knob: str = settings.setting(
+                "quiet", flag="--dummy-knob", help="A knob no method reads",
+                choices={"quiet": "", "loud": "turned up"}, reported=True, label="{} knob",
+                suffixes=(settings.Suffix("loudknob", "loud", "the knob turned up", rank=6),))
+
+        settings.CompressionSettings = engine.CompressionSettings = CompressionSettings
+        methods = importlib.import_module(f"{PACKAGE}.engine.methods")
+        policies = importlib.import_module(f"{PACKAGE}.engine.policies")
+        methods.METHODS["dummykv"] = methods.Method("dummykv", "SnapKV's votes under a dummy name",
+                                                    "what SnapKV keeps", "[Dummy](https://example.org/dummy)",
+                                                    pools_votes=True)
+
+        class DummyPolicy(policies.POLICIES["snapkv"], method="dummykv"):
+            pass
+
+        policies.POLICIES["dummykv"] = DummyPolicy
+        yield importlib.import_module(f"{PACKAGE}.cli")
+    finally:
+        for name in [name for name in sys.modules if _ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def _shown(text: str) -> str:
+    """Rich's text without its box characters and line wrapping."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def test_a_new_setting_and_method_reach_the_cli_report_bench_and_docs(extended, tiny_model_path, tmp_path):
+    runner = CliRunner()
+    app = extended.app
+    # the options of every model-running command, their help and the check of a value
+    for command in ("ask", "inspect", "chat", "batch"):
+        shown = _shown(runner.invoke(app, [command, "--help"]).stdout)
+        assert "--dummy-knob" in shown and "A knob no method reads: quiet or loud (turned up)." in shown, command
+        assert "dummykv (SnapKV's votes under a dummy name)" in shown, command
+    document = tmp_path / "notes.txt"
+    document.write_text(NOTES, encoding="utf-8")
+    run = [str(document), "Who repaired the fog signal?", "--model", tiny_model_path, "--max-new-tokens", "2",
+           "--budget", "48", "--window", "8"]
+    refused = runner.invoke(app, ["ask", *run, "--dummy-knob", "deafening"])
+    assert refused.exit_code == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("Error: unknown dummy_knob 'deafening': choose quiet or loud")
+    unknown = runner.invoke(app, ["ask", *run, "--method", "lru"])
+    assert unknown.exit_code == 1 and "dummykv" in unknown.stderr
+
+    # the report: the JSON settings block gains the setting (last, the schema's keys unchanged), the panel shows it
+    answered = runner.invoke(app, ["ask", *run, "--method", "dummykv", "--dummy-knob", "loud", "--json", "--quiet"])
+    assert answered.exit_code == 0, answered.stderr
+    report = json.loads(answered.stdout)
+    assert report["method"] == "dummykv"
+    assert list(report["settings"]) == [*SETTINGS_KEYS, "dummy_knob"] and report["settings"]["dummy_knob"] == "loud"
+    default = json.loads(runner.invoke(app, ["ask", *run, "--method", "snapkv", "--json", "--quiet"]).stdout)
+    assert default["settings"]["dummy_knob"] == "quiet"
+    panel = runner.invoke(app, ["ask", *run, "--method", "dummykv", "--dummy-knob", "loud"])
+    assert panel.exit_code == 0, panel.stderr
+    assert ("dummykv budget 48, kernel 15, maxpool, centered window, uniform layers, uniform heads, loud knob"
+            in _shown(panel.stderr))
+
+    # the benchmarks: the labels, what a label sets, the --methods help
+    from snapkv_cli.bench.grid import MethodGrid, method_labels
+
+    labels = method_labels()
+    assert {"dummykv", "dummykv+loudknob", "snapkv+loudknob", "dummykv+causalpool+loudknob"} <= set(labels)
+    assert "full+loudknob" not in labels  # the full cache keeps everything, whatever the knob
+    cell = MethodGrid().settings("dummykv+causalpool+loudknob", 64)
+    assert (cell.method, cell.pooling_window, cell.dummy_knob) == ("dummykv", "causal", "loud")
+    for bench in ("accuracy", "niah"):
+        shown = _shown(runner.invoke(app, ["bench", bench, "--help"]).stdout)
+        assert "+loudknob (the knob turned up, for any compressing method)" in shown, bench
+        # dummykv pools its votes: the causal window now applies to more compressing methods than not
+        assert ("+causalpool (the causal pooling window, for any compressing method but chunkkv, h2o, tova, "
+                "streamingllm and random)") in shown, bench
+    rejected = runner.invoke(app, ["bench", "accuracy", "--methods", "dummykv+loudknob+causalpool"])
+    assert rejected.exit_code == 1 and "dummykv+causalpool+loudknob" in rejected.stderr  # the label's order
+
+    # the README's table of methods
+    from benchmarks import tables  # reads the registry when it renders, so it sees the extended one
+    assert "| `dummykv` | [Dummy](https://example.org/dummy) | what SnapKV keeps |" in tables.methods_table()
+
+
+def test_the_declarations_and_the_command_line_load_without_torch():
+    """The options and their help come from the declarations before any model loads: reading them imports no torch."""
+    code = ("import sys, snapkv_cli.cli, snapkv_cli.bench.grid, snapkv_cli.engine\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
