@@ -680,6 +680,15 @@ def _percent_interval(interval: tuple[float, float] | None) -> str:
     return "-" if interval is None else f"{100 * interval[0]:.0f}-{100 * interval[1]:.0f}% (95% CI)"
 
 
+def _check_default_label() -> None:
+    """The rows that speak of "the default method" read its bench label: it must still be what the CLI runs."""
+    from snapkv_cli import defaults
+    from snapkv_cli.bench.grid import parse_label
+
+    assert parse_label(DEFAULT_METHOD) == (defaults.METHOD, defaults.METHOD_SETTINGS), \
+        f"{DEFAULT_METHOD} is no longer the CLI's default method: rerun its benchmarks or relabel these rows"
+
+
 def _glance_default_retention(budget: int) -> tuple:
     counts = _pooled_retention(DEFAULT_TEST_PAIRS)[(DEFAULT_METHOD, budget)]
     return (f"Default method at budget {budget}: the full cache's right answers it keeps (every task, 4k-8k-token "
@@ -753,8 +762,7 @@ def _glance_long_memory() -> tuple:
     longest = max(run["length"] for run in report["runs"])
     run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])
     return (f"Peak RSS of a {longest:,}-token prefill ({report['args']['model']}, SnapKV at budget 1024, prefill "
-            f"chunks of "
-            f"{run['chunk']:,})", f"{run['peak'] / 2**20:,.0f} MiB", "- (one run)", ("longmem",), (path,))
+            f"chunks of {run['chunk']:,})", f"{run['peak'] / 2**20:,.0f} MiB", "- (one run)", ("longmem",), (path,))
 
 
 def _glance_peers() -> tuple:
@@ -788,6 +796,7 @@ def _command(steps: tuple[str, ...]) -> str:
 def at_a_glance() -> str:
     """The page's headline claims, one row each: what, the number, its interval, the command and the commit, every
     number computed from the JSON by the same helpers as the sections' own blocks."""
+    _check_default_label()
     rows = [_glance_default_retention(budget) for budget in (128, 256, 1024)]
     rows += [_glance_snapkv_headline(), _glance_decode(), _glance_kv(), _glance_prefill(),
              _glance_niah("results/niah/niah_causal.json", DEFAULT_METHOD, (128, 256, 1024), "niahbeyond"),
