@@ -864,7 +864,7 @@ def not_run(missing: list[str], partial: bool = False) -> str:
     one = len(missing) == 1
     what = "the numbers above come only from the JSON that is" if partial else "so there are no numbers here"
     return (f"*Not run yet: {names} {'is' if one else 'are'} not committed, {what}. The commands above (all in "
-            f"[run_benchmarks.sh](run_benchmarks.sh)) write {'it' if one else 'them'}; `python -m benchmarks.tables "
+            f"`benchmarks/run_benchmarks.sh`) write {'it' if one else 'them'}; `python -m benchmarks.tables "
             f"--write` then fills this in.*\n")
 
 
