@@ -33,7 +33,7 @@ from benchmarks.peers import peers_bench
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md",
-         DOCS / "batch.md")
+         DOCS / "batch.md", *sorted((DOCS / "decisions").glob("*.md")))
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
 
@@ -115,25 +115,19 @@ def accuracy_headline(*arguments: str) -> str:
 
 
 def retention_pooled(*arguments: str) -> str:
-    """The issue's targets pool tasks and lengths: per budget, each method's pairs kept over every length of the JSONs.
+    """Retention pooled over tasks and lengths: per budget, each method's pairs kept over every length of the JSONs.
 
     Arguments: the JSON paths, then ``methods=a,b`` (the columns) and ``budgets=128,256`` (the rows).
     """
-    from dataclasses import replace
-
-    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
-
     options = dict(argument.split("=", 1) for argument in arguments if "=" in argument)
     paths = tuple(argument for argument in arguments if "=" not in argument)
-    pooled_length = 0  # every length under one key: tally pools tasks, and this pools the lengths too
-    outcomes = [replace(o, length=pooled_length) for o in outcomes_from_json(_accuracy(paths))]
-    tallies = tally(outcomes, pool_tasks=True)
+    pooled = _pooled_retention(paths)
     methods = options["methods"].split(",")
     rows = []
     for budget in options["budgets"].split(","):
         cells = []
         for method in methods:
-            counts = tallies.get(("all", pooled_length, method, int(budget)))
+            counts = pooled.get((method, int(budget)))
             if counts is None or counts.retention is None:
                 cells.append("not run")
                 continue
@@ -142,6 +136,18 @@ def retention_pooled(*arguments: str) -> str:
                          f"[{100 * low:.0f}-{100 * high:.0f}]")
         rows.append([budget, *cells])
     return _table((["budget", *(f"{method}: kept / pairs [95% CI]" for method in methods)], rows))
+
+
+def _pooled_retention(paths: tuple[str, ...]) -> dict:
+    """Per (method, budget): the counts of every task and every length of the JSONs pooled, pair by pair."""
+    from dataclasses import replace
+
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+
+    pooled_length = 0  # every length under one key: tally pools tasks, and this pools the lengths too
+    outcomes = [replace(o, length=pooled_length) for o in outcomes_from_json(_accuracy(paths))]
+    return {(method, budget): counts for (task, length, method, budget), counts
+            in tally(outcomes, pool_tasks=True).items()}
 
 
 def inspect_found(*paths: str) -> str:
@@ -219,14 +225,19 @@ def speed_comparisons(path: str) -> str:
     return _table(comparison_rows(_load(path)))
 
 
-def speed_headline(path: str, length: str, budget: str) -> str:
-    """Sentences: decode ratios and prefill overhead of SnapKV at one length and budget, from one run."""
+def _speed(path: str) -> tuple[dict, dict]:
+    """The speed bench's paired comparisons and its summary, each keyed by (length, method, budget)."""
     from snapkv_cli.bench.speed import compare, summarize
 
-    report = _load(path)
+    samples = _load(path)["samples"]
+    return ({(r["length"], r["method"], r["budget"]): r for r in compare(samples)},
+            {(r["length"], r["method"], r["budget"]): r for r in summarize(samples)})
+
+
+def speed_headline(path: str, length: str, budget: str) -> str:
+    """Sentences: decode ratios and prefill overhead of SnapKV at one length and budget, from one run."""
     length_, budget_ = int(length), int(budget)
-    comparisons = {(r["length"], r["method"], r["budget"]): r for r in compare(report["samples"])}
-    summary = {(r["length"], r["method"], r["budget"]): r for r in summarize(report["samples"])}
+    comparisons, summary = _speed(path)
     snap = comparisons[(length_, "snapkv", budget_)]
     plain = comparisons[(length_, "transformers", None)]
     rate = summary[(length_, "snapkv", budget_)]["decode_tokens_per_s"]["median"]
@@ -438,14 +449,24 @@ def niah_kept(path: str) -> str:
     from snapkv_cli.bench.niah_render import niah_rows
 
     outcomes = outcomes_from_json(_load(path))
-    full_exact = {(o.length, o.depth) for o in outcomes if o.method == "full" and o.exact}
+    kept, full_exact = _niah_kept(outcomes)
     header, rows = niah_rows(outcomes)
     for row in rows:
         method, budget = row[0], None if row[1] == "-" else int(row[1])
-        kept = sum(o.exact for o in outcomes
-                   if (o.method, o.budget) == (method, budget) and (o.length, o.depth) in full_exact)
-        row.append("-" if budget is None else f"{kept}/{len(full_exact)}")
+        row.append("-" if budget is None else f"{kept[(method, budget)]}/{full_exact}")
     return _table(([*header, "full cache's exact cells kept"], rows))
+
+
+def _niah_kept(outcomes) -> tuple[dict, int]:
+    """Per compressed (method, budget): how many of the cells the full cache answered exactly it answered exactly too;
+    and how many such cells there are."""
+    full_exact = {(o.length, o.depth) for o in outcomes if o.method == "full" and o.exact}
+    kept: dict = {}
+    for o in outcomes:
+        if o.budget is not None:
+            kept[(o.method, o.budget)] = kept.get((o.method, o.budget), 0) + (o.exact and (o.length, o.depth)
+                                                                              in full_exact)
+    return kept, len(full_exact)
 
 
 def niah_answers(*paths: str) -> str:
@@ -582,11 +603,9 @@ def batch_readme(path: str) -> str:
             f"({wall['loop'] / wall['ray']:.1f}x), {identical} {questions} answers.\n")
 
 
-def peers_table(path: str) -> str:
-    """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
-    report = _load(path)
-    versions = report["kvpress_environment"]
-    ours = report["snapkv_cli"]
+def _peers_agreement(report: dict) -> list[tuple[str, str, int | None, int, int, int]]:
+    """snapkv-cli's configurations against their peers on the same prompts: (mine, theirs, budget, identical answers,
+    same verdicts, prompts)."""
     rows = report["rows"]
     by_key = {(row["prompt"], row["label"], row["budget"]): row for row in rows}
     prompts = list(dict.fromkeys(row["prompt"] for row in rows))
@@ -595,16 +614,25 @@ def peers_table(path: str) -> str:
     pairs += [(ours_label, "kvpress-ours", budget) for budget in budgets
               for ours_label in ("snapkv-cli avgpool", "snapkv-cli")]
 
-    def matching(mine: str, theirs: str, budget: int | None, field: str) -> str:
-        same = sum(by_key[(p, mine, budget)][field] == by_key[(p, theirs, budget)][field] for p in prompts)
-        return f"{same}/{len(prompts)}"
+    def same(mine: str, theirs: str, budget: int | None, field: str) -> int:
+        return sum(by_key[(p, mine, budget)][field] == by_key[(p, theirs, budget)][field] for p in prompts)
 
-    suffix = {budget: f" {budget}" if budget else "" for _, _, budget in pairs}
-    agreement = [[mine + suffix[budget], theirs + suffix[budget], matching(mine, theirs, budget, "answer"),
-                  matching(mine, theirs, budget, "correct")] for mine, theirs, budget in pairs]
+    return [(mine, theirs, budget, same(mine, theirs, budget, "answer"), same(mine, theirs, budget, "correct"),
+             len(prompts)) for mine, theirs, budget in pairs]
+
+
+def peers_table(path: str) -> str:
+    """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
+    report = _load(path)
+    versions = report["kvpress_environment"]
+    ours = report["snapkv_cli"]
+    agreement = []
+    for mine, theirs, budget, answers, verdicts, prompts in _peers_agreement(report):
+        suffix = f" {budget}" if budget else ""
+        agreement.append([mine + suffix, theirs + suffix, f"{answers}/{prompts}", f"{verdicts}/{prompts}"])
     return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
             f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
-            f"own environment.\n\n" + peers_bench.markdown_summary(rows)
+            f"own environment.\n\n" + peers_bench.markdown_summary(report["rows"])
             + "\nThe same prompts, answer by answer:\n\n"
             + _table((["snapkv-cli", "peer", "identical answers", "same verdict"], agreement)))
 
@@ -641,7 +669,155 @@ def methods_table() -> str:
                    [[f"`{method.name}`", method.paper, method.keeps] for method in METHODS.values()]))
 
 
+# -- the page's summary: one row per headline claim ----------------------------------------------------------------
+
+DEFAULT_METHOD = "defensivekv+uniformheads+causalpool"  # the CLI's default method, as the bench labels it
+# Every test pair of the default at 4k-8k: each task's shard (every method and the full cache), the default's own
+# runs on the 4k shards' samples, and the second 4k draw of the two tasks the full cache answers.
+DEFAULT_TEST_PAIRS = tuple(
+    [f"results/beyond/4096_{task}.json" for task in ("single_needle", "multi_key", "multi_value", "question_first",
+                                                     "variable_tracking")]
+    + [f"results/beyond/4096_{task}_{DEFAULT_METHOD}.json" for task in ("single_needle", "multi_key", "multi_value",
+                                                                         "question_first")]
+    + [f"results/beyond/4096_{task}_seed1.json" for task in ("single_needle", "multi_key")]
+    + [f"results/beyond/8192_{task}.json" for task in ("single_needle", "multi_key", "multi_value",
+                                                       "variable_tracking", "question_first")])
+RUN_BENCHMARKS = ROOT / "benchmarks" / "run_benchmarks.sh"
+
+
+def _percent_interval(interval: tuple[float, float] | None) -> str:
+    return "-" if interval is None else f"{100 * interval[0]:.0f}-{100 * interval[1]:.0f}% (95% CI)"
+
+
+def _check_default_label() -> None:
+    """The rows that speak of "the default method" read its bench label: it must still be what the CLI runs."""
+    from snapkv_cli import defaults
+    from snapkv_cli.bench.grid import parse_label
+
+    assert parse_label(DEFAULT_METHOD) == (defaults.METHOD, defaults.METHOD_SETTINGS), \
+        f"{DEFAULT_METHOD} is no longer the CLI's default method: rerun its benchmarks or relabel these rows"
+
+
+def _glance_default_retention(budget: int) -> tuple:
+    counts = _pooled_retention(DEFAULT_TEST_PAIRS)[(DEFAULT_METHOD, budget)]
+    return (f"Default method at budget {budget}: the full cache's right answers it keeps (every task, 4k-8k-token "
+            f"test prompts)", f"{counts.kept} / {counts.full_correct} ({100 * counts.retention:.1f}%)",
+            _percent_interval(counts.retention_interval), ("beyond", "beyonddefault", "beyondseed1"),
+            DEFAULT_TEST_PAIRS)
+
+
+def _glance_snapkv_headline() -> tuple:
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+
+    paths = ("results/accuracy_headline_4k.json", "results/accuracy_headline_8k.json")
+    budget = 1024
+    tallies = tally(outcomes_from_json(_accuracy(paths)), pool_tasks=True)
+    lengths = sorted({key[1] for key in tallies})
+    counts = {length: tallies[("all", length, "snapkv", budget)] for length in lengths}
+    return (f"SnapKV at budget {budget}: the full cache's right answers it keeps (single needle, "
+            + " and ".join(f"{length // 1024}k" for length in lengths) + " tokens)",
+            "; ".join(f"{length // 1024}k: {c.kept} / {c.full_correct}" for length, c in counts.items()),
+            "; ".join(f"{length // 1024}k: {_percent_interval(c.retention_interval)}" for length, c in counts.items()),
+            ("headline",), paths)
+
+
+def _glance_decode() -> tuple:
+    path, length, budget = "results/speed.json", 8192, 1024
+    comparisons, _ = _speed(path)
+    ratio = comparisons[(length, "snapkv", budget)]["decode_vs_transformers"]
+    return (f"Decode speed, SnapKV at budget {budget}, prompts of {length:,} tokens, against plain transformers",
+            f"{ratio['median']:.2f}x", f"{ratio['q1']:.2f}-{ratio['q3']:.2f}x (interquartile range, {ratio['n']} "
+            f"rounds)", ("speed",), (path,))
+
+
+def _glance_kv() -> tuple:
+    path, length, budget = "results/speed.json", 8192, 1024
+    _, summary = _speed(path)
+    kv, kv_plain = summary[(length, "snapkv", budget)]["kv_bytes"], summary[(length, "transformers", None)]["kv_bytes"]
+    return (f"KV cache, SnapKV at budget {budget}, prompts of {length:,} tokens, against plain transformers",
+            f"{kv / 2**20:.1f} MiB against {kv_plain / 2**20:.1f} MiB ({kv_plain / kv:.1f}x smaller)", "-",
+            ("speed",), (path,))
+
+
+def _glance_prefill() -> tuple:
+    path = "results/prefill.json"
+    report = _load(path)
+    snapkv = prefill_bench.summarize(report["runs"])["snapkv"]
+    rounds = snapkv["wall_vs_plain_per_round"]
+    return (f"Prefill time of `snapkv ask` (SnapKV {report['args']['budget']}, {report['args']['length']:,} tokens, "
+            f"fresh processes) against plain transformers", f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}%",
+            f"{100 * (min(rounds) - 1):+.1f}% to {100 * (max(rounds) - 1):+.1f}% (each of {len(rounds)} rounds)",
+            ("prefill",), (path,))
+
+
+def _glance_niah(path: str, method: str, budgets: tuple[int, ...], step: str) -> tuple:
+    from snapkv_cli.bench.niah import outcomes_from_json
+    from snapkv_cli.bench.retention import wilson_interval
+
+    outcomes = outcomes_from_json(_load(path))
+    kept, full_exact = _niah_kept(outcomes)
+    lengths = sorted({o.length for o in outcomes})
+    name = {DEFAULT_METHOD: "the default method", "snapkv": "SnapKV"}.get(method, method)
+    return (f"Needle In A Haystack ({lengths[0] // 1024}k-{lengths[-1] // 1024}k tokens x "
+            f"{len({o.depth for o in outcomes})} depths): the full cache's exact cells {name} answers exactly",
+            "; ".join(f"{budget}: {kept[(method, budget)]} / {full_exact}" for budget in budgets),
+            "; ".join(f"{budget}: {_percent_interval(wilson_interval(kept[(method, budget)], full_exact))}"
+                      for budget in budgets), (step,), (path,))
+
+
+def _glance_long_memory() -> tuple:
+    path = "results/long_memory.json"
+    report = _load(path)
+    longest = max(run["length"] for run in report["runs"])
+    run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])
+    return (f"Peak RSS of a {longest:,}-token prefill ({report['args']['model']}, SnapKV at budget 1024, prefill "
+            f"chunks of {run['chunk']:,})", f"{run['peak'] / 2**20:,.0f} MiB", "- (one run)", ("longmem",), (path,))
+
+
+def _glance_peers() -> tuple:
+    path = "results/peers/peers.json"
+    report = _load(path)
+    same = [row for row in _peers_agreement(report) if row[0] == "snapkv-cli avgpool"]
+    version = report["kvpress_environment"]["kvpress"]
+    return (f"Identical answers to kvpress {version}'s `SnapKVPress` at the same settings (window, kernel, average "
+            f"pooling), NIAH and accuracy prompts", "; ".join(f"{budget}: {answers} / {prompts}"
+                                                              for _, _, budget, answers, _, prompts in same),
+            "-", ("peers",), (path,))
+
+
+def _commits(paths: tuple[str, ...]) -> str:
+    """The commits the JSONs ran at, in the order of their runs (marked where the tree had uncommitted changes)."""
+    runs = sorted((_load(path)["provenance"] for path in paths), key=lambda source: source["started"])
+    commits = list(dict.fromkeys(f"`{(source['git'].get('commit') or 'unknown')[:10]}`"
+                                 + (" (uncommitted changes)" if source["git"].get("dirty") else "") for source in runs))
+    if len(commits) <= 2:
+        return ", ".join(commits)
+    return f"{len(commits)} commits, {commits[0]} to {commits[-1]}"
+
+
+def _command(steps: tuple[str, ...]) -> str:
+    script = RUN_BENCHMARKS.read_text(encoding="utf-8")
+    for step in steps:
+        assert re.search(rf"^{step}\(\) \{{", script, re.M), f"run_benchmarks.sh has no step {step}"
+    return f"`bash benchmarks/run_benchmarks.sh {' '.join(steps)}`"
+
+
+def at_a_glance() -> str:
+    """The page's headline claims, one row each: what, the number, its interval, the command and the commit, every
+    number computed from the JSON by the same helpers as the sections' own blocks."""
+    _check_default_label()
+    rows = [_glance_default_retention(budget) for budget in (128, 256, 1024)]
+    rows += [_glance_snapkv_headline(), _glance_decode(), _glance_kv(), _glance_prefill(),
+             _glance_niah("results/niah/niah_causal.json", DEFAULT_METHOD, (128, 256, 1024), "niahbeyond"),
+             _glance_niah("results/niah/niah.json", "snapkv", (256, 1024), "niah"),
+             _glance_long_memory(), _glance_peers()]
+    return _table((["what", "number", "interval", "command", "commit"],
+                   [[what, number, interval, _command(steps), _commits(paths)]
+                    for what, number, interval, steps, paths in rows]))
+
+
 GENERATORS = {
+    "at-a-glance": at_a_glance,
     "methods-table": methods_table,
     "multi-question-speed": multi_question_speed,
     "multi-question-facts": multi_question_facts,
@@ -698,7 +874,7 @@ def not_run(missing: list[str], partial: bool = False) -> str:
     one = len(missing) == 1
     what = "the numbers above come only from the JSON that is" if partial else "so there are no numbers here"
     return (f"*Not run yet: {names} {'is' if one else 'are'} not committed, {what}. The commands above (all in "
-            f"[run_benchmarks.sh](run_benchmarks.sh)) write {'it' if one else 'them'}; `python -m benchmarks.tables "
+            f"`benchmarks/run_benchmarks.sh`) write {'it' if one else 'them'}; `python -m benchmarks.tables "
             f"--write` then fills this in.*\n")
 
 
