@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CLI, GEN, MQ, DC = "tests/test_cli.py::", "tests/test_generation.py::", "tests/test_multi_question.py::", \
     "tests/test_doc_cache.py::"
-INS, MOD, REF = "tests/test_inspect.py::", "tests/test_models.py::", "tests/test_scores_reference.py"
+INS, MOD, REF = "tests/test_inspect.py::", "tests/test_models.py::", "tests/engine/test_scores_reference.py"
 OPTIONS = "snapkv_cli/cli/options.py"
 
 # (label, file, the code, the change, tests that must fail)
