@@ -350,10 +350,7 @@ class SnapKVCache(DynamicCache):
     @staticmethod
     def _detached(layer):
         """A copy of a layer sharing its states; a buffered copy writes its own tokens into a buffer of its own."""
-        clone = copy.copy(layer)
-        if isinstance(clone, BufferedLayer):
-            clone._key_buffer = clone._value_buffer = None
-        return clone
+        return layer.shared_copy() if isinstance(layer, BufferedLayer) else copy.copy(layer)
 
     # -- compression -----------------------------------------------------------------------------------------
     def _compress(self, layer_idx: int, module: nn.Module, keys: torch.Tensor, values: torch.Tensor,
