@@ -17,15 +17,13 @@ from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from ..errors import UnsupportedAttention
-from .allotment import shared_ranking
 from .attention import attention_probabilities
 from .families import attention_scaling, is_sliding_layer, logit_softcap, output_projection, project_queries
 from .layers import BufferedLayer
 from .masking import MASKABLE_ATTENTION, CompressedLayerMask
 from .policies import POLICIES, LayerContext
-from .selection import gather_positions, select_kept_positions
+from .selection import gather_positions
 from .settings import CompressionSettings
-from .words import whole_word_ranking
 
 
 @dataclass
@@ -190,6 +188,7 @@ class SnapKVCache(DynamicCache):
         self._masks: dict[int, CompressedLayerMask] = {}  # compressed layers that need a mask of their own
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
         # (prompt_length,) int64 word of each prompt token, on the model's device: needed with settings.whole_words
+        # (generation sets it; the policy gets it in each layer's context)
         self.word_ids: torch.Tensor | None = None
 
     # -- called by the prepared model's hooks ----------------------------------------------------------------
@@ -356,13 +355,9 @@ class SnapKVCache(DynamicCache):
     def _compress(self, layer_idx: int, module: nn.Module, keys: torch.Tensor, values: torch.Tensor,
                   pending: PendingLayer) -> None:
         prompt_length = keys.shape[2]
-        num_layers = module.config.num_hidden_layers
-        capacity = self.policy.capacity(layer_idx, num_layers, prompt_length)
-        if not self.policy.compresses or capacity >= prompt_length:
-            self._record_uncompressed(layer_idx, keys, prompt_length, capacity=capacity)
-            return
         context = LayerContext(
             layer_idx=layer_idx,
+            num_layers=module.config.num_hidden_layers,
             keys=keys,
             values=values,
             window_queries=pending.window_queries,
@@ -372,18 +367,13 @@ class SnapKVCache(DynamicCache):
             settings=self.settings,
             accumulated_attention=pending.accumulated_attention,
             output_projection=output_projection(module),
+            word_ids=self.word_ids,
         )
-        scores = self.policy.scores(context)
-        head_budgets = self.policy.head_budgets(scores, capacity)
-        ranking = self.policy.ranking(context, scores, head_budgets)
-        if self.settings.whole_words:
-            if self.word_ids is None or self.word_ids.shape[0] < prompt_length:
-                raise ValueError("whole_words needs the prompt's word ids in cache.word_ids "
-                                 "(generate_answer sets them)")
-            ranking = whole_word_ranking(ranking, self.word_ids, prompt_length - self.settings.window_size)
-        if self.policy.head_allotment == "shared":
-            ranking = shared_ranking(ranking, self.settings.window_size)
-        kept = select_kept_positions(ranking, self.settings.window_size, head_budgets)
+        selection = self.policy.select(context)
+        kept = selection.kept
+        if kept is None:
+            self._record_uncompressed(layer_idx, keys, prompt_length, capacity=selection.capacity)
+            return
         if kept.padded:
             implementation = module.config._attn_implementation
             if implementation not in MASKABLE_ATTENTION:
@@ -399,9 +389,9 @@ class SnapKVCache(DynamicCache):
         self.records[layer_idx] = LayerRecord(
             layer=layer_idx,
             prompt_length=prompt_length,
-            capacity=capacity,
+            capacity=selection.capacity,
             kept_positions=kept.positions,
-            scores=scores.float(),
+            scores=selection.scores,
             bytes_before=_state_bytes(keys, values),
             bytes_after=_state_bytes(layer.keys, layer.values),
             kept_counts=kept.counts,
