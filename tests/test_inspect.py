@@ -166,7 +166,7 @@ def test_kernel_pooling_and_gqa_options_reach_the_scores(docs, tiny_model_path):
     import torch
     import transformers
 
-    from tests.test_scores_reference import snapkv_reference
+    from tests.engine.test_scores_reference import snapkv_reference
 
     eager = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
     seen = set()
