@@ -100,7 +100,7 @@ def dtype_check(document_path: Path, cli_answers: list[str]) -> dict:
         for index, layer in enumerate(prefix.layers):  # round the stored prefix through float16, in place
             layer.keys.copy_(layer.keys.half().float())
             layer.values.copy_(layer.values.half().float())
-            pending = prefix._pending[index]
+            pending = prefix.pending[index]
             pending.window_queries = pending.window_queries.half().float()
     rounded = [session.ask(question) for question in QUESTIONS]
     same_sets = total_sets = 0

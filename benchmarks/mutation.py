@@ -36,11 +36,12 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 # module -> (files mutated, fast test files that exercise them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
-               ["tests/test_engine.py", "tests/test_settings.py", "tests/test_families.py", "tests/test_hooks.py",
-                "tests/test_masking.py", "tests/test_pooling.py", "tests/test_prefix_state.py",
-                "tests/test_criticalkv_stages.py", "tests/test_cache_records.py", "tests/test_chunk_ranking.py",
-                "tests/test_buffered_layer.py", "tests/test_devices.py",
-                "tests/test_doc_cache.py", "tests/test_scores_reference.py", "tests/test_policies.py",
+               ["tests/engine/test_engine.py", "tests/engine/test_settings.py", "tests/engine/test_families.py",
+                "tests/engine/test_hooks.py", "tests/engine/test_masking.py", "tests/engine/test_pooling.py",
+                "tests/engine/test_prefix_state.py", "tests/engine/test_criticalkv_stages.py",
+                "tests/engine/test_cache_records.py", "tests/engine/test_chunk_ranking.py",
+                "tests/engine/test_buffered_layer.py", "tests/engine/test_devices.py",
+                "tests/test_doc_cache.py", "tests/engine/test_scores_reference.py", "tests/engine/test_policies.py",
                 "tests/test_generation.py", "tests/test_multi_question.py", "tests/test_pipeline.py",
                 "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation.py"],

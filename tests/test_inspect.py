@@ -162,11 +162,11 @@ def test_json_matches_the_engine(docs, tiny_model_path, loaded):
 
 def test_kernel_pooling_and_gqa_options_reach_the_scores(docs, tiny_model_path):
     """The scores ``inspect`` shows are those of the requested kernel, pooling and GQA reduction, computed here from
-    the eager model's own attention weights (tests/test_scores_reference.py)."""
+    the eager model's own attention weights (tests/engine/test_scores_reference.py)."""
     import torch
     import transformers
 
-    from tests.test_scores_reference import snapkv_reference
+    from tests.engine.test_scores_reference import snapkv_reference
 
     eager = transformers.AutoModelForCausalLM.from_pretrained(tiny_model_path, attn_implementation="eager").eval()
     seen = set()

@@ -12,7 +12,7 @@ import importlib
 from .methods import METHODS, Method
 from .settings import CompressionSettings
 
-_LAZY = {"LayerRecord": "cache", "SnapKVCache": "cache", "SUPPORTED_FAMILIES": "families",
+_LAZY = {"LayerRecord": "records", "SnapKVCache": "cache", "SUPPORTED_FAMILIES": "families",
          "check_supported": "families", "attached": "hooks", "prepare": "hooks", "unprepare": "hooks",
          "POLICIES": "policies", "POLICY_NAMES": "policies"}
 

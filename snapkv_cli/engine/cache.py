@@ -2,7 +2,9 @@
 
 Decoding then appends to the compressed layers as usual. The attention modules must be prepared once with
 :func:`snapkv_cli.engine.hooks.prepare` so the cache can recompute the observation window's queries from each
-layer's hidden states (this works under any attention implementation: eager, sdpa, flash).
+layer's hidden states (this works under any attention implementation: eager, sdpa, flash). The cache stores and
+keeps the books; what a layer gathers before it is compressed is in :mod:`.pending`, compressing it in
+:mod:`.compression` (the policy selects), its record in :mod:`.records`, a stored prefix in :mod:`.prefix_state`.
 """
 
 from __future__ import annotations
@@ -10,135 +12,21 @@ from __future__ import annotations
 import copy
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 from torch import nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from ..errors import UnsupportedAttention
-from .allotment import shared_ranking
-from .attention import attention_probabilities
-from .families import attention_scaling, is_sliding_layer, logit_softcap, output_projection, project_queries
+from .compression import compress_layer
+from .families import is_sliding_layer
 from .layers import BufferedLayer
-from .masking import MASKABLE_ATTENTION, CompressedLayerMask
-from .policies import POLICIES, LayerContext
-from .selection import gather_positions, select_kept_positions
+from .masking import CompressedLayerMask
+from .pending import ChunkQueries, PendingLayer
+from .policies import POLICIES
+from .prefix_state import export_prefix, import_prefix
+from .records import LayerRecord, longest_prompt, summarize, uncompressed_record
 from .settings import CompressionSettings
-from .words import whole_word_ranking
-
-
-@dataclass
-class ChunkQueries:
-    """One prefill chunk's inputs to a layer's attention, from which any of its queries can be recomputed.
-
-    hidden_states: (batch, tokens, hidden); cos, sin: (batch, tokens, rotary_dim); start: position of token 0.
-    """
-
-    module: nn.Module
-    hidden_states: torch.Tensor
-    cos: torch.Tensor
-    sin: torch.Tensor
-    start: int
-
-    @property
-    def length(self) -> int:
-        return self.hidden_states.shape[1]
-
-    def queries(self, first: int, last: int) -> torch.Tensor:
-        """(batch, query_heads, last - first, head_dim) rotated queries of chunk tokens [first, last)."""
-        return project_queries(
-            self.module, self.hidden_states[:, first:last], self.cos[:, first:last], self.sin[:, first:last]
-        )
-
-    def positions(self, first: int, last: int) -> torch.Tensor:
-        return torch.arange(self.start + first, self.start + last, device=self.hidden_states.device)
-
-
-@dataclass
-class PendingLayer:
-    """What a layer gathers over the prefill chunks before it is compressed."""
-
-    window_queries: torch.Tensor | None = None  # (batch, query_heads, <= window, head_dim)
-    window_positions: torch.Tensor | None = None  # (<= window,)
-    accumulated_attention: torch.Tensor | None = None  # (batch, kv_heads, group, keys so far)
-
-    def absorb(self, chunk: ChunkQueries, keys: torch.Tensor, settings: CompressionSettings, accumulate: bool) -> None:
-        """Keep the latest ``window_size`` queries; optionally add this chunk's attention column sums.
-
-        keys: (batch, kv_heads, keys so far, head_dim), this chunk's included.
-        """
-        window = settings.window_size
-        first = max(0, chunk.length - window)
-        queries, positions = chunk.queries(first, chunk.length), chunk.positions(first, chunk.length)
-        if self.window_queries is not None:
-            queries = torch.cat([self.window_queries, queries], dim=2)[:, :, -window:]
-            positions = torch.cat([self.window_positions, positions])[-window:]
-        self.window_queries, self.window_positions = queries, positions
-        if accumulate:
-            self._accumulate(chunk, keys, settings.query_block_size)
-
-    def _accumulate(self, chunk: ChunkQueries, keys: torch.Tensor, block_size: int) -> None:
-        scaling, softcap = attention_scaling(chunk.module), logit_softcap(chunk.module)
-        total = None
-        for first in range(0, chunk.length, block_size):
-            last = min(first + block_size, chunk.length)
-            probabilities = attention_probabilities(
-                chunk.queries(first, last), keys, chunk.positions(first, last), scaling, softcap
-            )
-            block_sum = probabilities.sum(dim=3)
-            total = block_sum if total is None else total + block_sum
-        if self.accumulated_attention is not None:
-            grown = keys.shape[2] - self.accumulated_attention.shape[-1]
-            total = total + torch.nn.functional.pad(self.accumulated_attention, (0, grown))
-        self.accumulated_attention = total
-
-
-@dataclass
-class LayerRecord:
-    """What happened to one layer's prompt cache.
-
-    kept_positions: (batch, kv_heads, slots) the prompt position in each cache slot: ascending, window last;
-    scores: (batch, kv_heads, prompt_length) policy scores, or None when nothing was scored (the prompt fitted, the
-    method keeps all, or a sliding layer). kept_counts: (batch, kv_heads) real tokens per head when heads keep
-    different numbers (AdaKV); each row's slots after its count are padding (the last prompt position repeated,
-    masked out of attention). None when every slot is real.
-    """
-
-    layer: int
-    prompt_length: int
-    capacity: int
-    kept_positions: torch.Tensor
-    scores: torch.Tensor | None
-    bytes_before: int
-    bytes_after: int
-    sliding: bool = False
-    kept_counts: torch.Tensor | None = None
-
-    @property
-    def compressed(self) -> bool:
-        """Whether the policy evicted anything (a sliding layer's own window does not count)."""
-        return not self.sliding and bool((self.kept_per_head() < self.prompt_length).any())
-
-    def kept_per_head(self) -> torch.Tensor:
-        """(batch, kv_heads) int64 real tokens each KV head keeps (window included; padding not counted)."""
-        if self.kept_counts is not None:
-            return self.kept_counts
-        return torch.full(self.kept_positions.shape[:2], self.kept_positions.shape[-1], dtype=torch.long)
-
-    def head_positions(self, batch: int, head: int) -> torch.Tensor:
-        """(kept,) the ascending prompt positions one KV head keeps, without padding."""
-        return self.kept_positions[batch, head, : int(self.kept_per_head()[batch, head])]
-
-    def kept_scores(self) -> torch.Tensor | None:
-        """(batch, kv_heads, kept) scores of the kept positions."""
-        if self.scores is None:
-            return None
-        return self.scores.gather(-1, self.kept_positions)
-
-
-def _state_bytes(*tensors: torch.Tensor) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 class SnapKVCache(DynamicCache):
@@ -184,12 +72,13 @@ class SnapKVCache(DynamicCache):
         self.accumulate_attention = self.policy.accumulates_attention if accumulate_attention is None \
             else accumulate_attention
         self.records: dict[int, LayerRecord] = {}
-        self._pending: dict[int, PendingLayer] = {}
+        self.pending: dict[int, PendingLayer] = {}  # layers not compressed yet: what each gathered so far
         self._chunks: dict[int, ChunkQueries] = {}
         self._deferring = False
         self._masks: dict[int, CompressedLayerMask] = {}  # compressed layers that need a mask of their own
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
         # (prompt_length,) int64 word of each prompt token, on the model's device: needed with settings.whole_words
+        # (generation sets it; the policy gets it in each layer's context)
         self.word_ids: torch.Tensor | None = None
 
     # -- called by the prepared model's hooks ----------------------------------------------------------------
@@ -257,13 +146,18 @@ class SnapKVCache(DynamicCache):
             )
         if is_sliding_layer(chunk.module):
             if not self._deferring:
-                self._record_uncompressed(layer_idx, keys, chunk.start + chunk.length, sliding=True)
+                self.records[layer_idx] = uncompressed_record(layer_idx, keys, self.layers[layer_idx],
+                                                              chunk.start + chunk.length, sliding=True)
             return keys, values
         started = time.perf_counter()
-        pending = self._pending.setdefault(layer_idx, PendingLayer())
+        pending = self.pending.setdefault(layer_idx, PendingLayer())
         pending.absorb(chunk, keys, self.settings, self.accumulate_attention)
         if not self._deferring:
-            self._compress(layer_idx, chunk.module, keys, values, self._pending.pop(layer_idx))
+            record, mask = compress_layer(self.policy, self.layers[layer_idx], layer_idx, chunk.module, keys, values,
+                                          self.pending.pop(layer_idx), self.word_ids)
+            self.records[layer_idx] = record
+            if mask is not None:
+                self._masks[layer_idx] = mask
         self.selection_seconds += time.perf_counter() - started
         return keys, values
 
@@ -295,39 +189,18 @@ class SnapKVCache(DynamicCache):
             raise ValueError(f"method {settings.method!r} needs attention sums: build the prefix with "
                              "accumulate_attention=True")
         fork = SnapKVCache(settings=settings, accumulate_attention=needs_sums)
-        fork.layers = [self._detached(layer) for layer in self.layers]
+        fork.layers = [_shared_copy(layer) for layer in self.layers]
         fork.layer_class_to_replicate = self.layer_class_to_replicate
-        fork._pending = {index: replace(pending) for index, pending in self._pending.items()}
+        fork.pending = {index: replace(pending) for index, pending in self.pending.items()}
         return fork
 
     # -- an uncompressed prefix as plain tensors (the document cache stores this) -----------------------------
-    PREFIX_STATE_PARTS = ("keys", "values", "window_queries", "window_positions")
-
     def prefix_state(self) -> dict[str, torch.Tensor]:
-        """The tensors that rebuild this uncompressed prefix (filled inside :meth:`deferred`), keyed by name.
-
-        Per layer ``i``: ``layers.i.keys`` and ``layers.i.values`` (batch, kv_heads, prefix_length, head_dim),
-        ``layers.i.window_queries`` (batch, query_heads, <= window_size, head_dim) and ``layers.i.window_positions``
-        (<= window_size,), the last prefix tokens' rotated queries and their positions (a later question's window
-        can reach back into them); with ``accumulate_attention`` also ``layers.i.accumulated_attention``
-        (batch, kv_heads, group, prefix_length). The tensors are the cache's own (not copies).
+        """The tensors that rebuild this uncompressed prefix (filled inside :meth:`deferred`), keyed by name
+        (:mod:`snapkv_cli.engine.prefix_state` lists them). The tensors are the cache's own (not copies).
         Raises ``ValueError`` for a compressed cache or sliding-window layers (their states are not the prompt).
         """
-        if self.records:
-            raise ValueError("only an uncompressed prefix (filled inside deferred()) has a prefix state")
-        if any(self.is_sliding):
-            raise ValueError("the model has sliding-window layers, whose prefix cannot be exported")
-        state = {}
-        for index, layer in enumerate(self.layers):
-            pending = self._pending.get(index)
-            if pending is None or pending.window_queries is None:
-                raise ValueError(f"layer {index} has no window queries: prefill the prefix first")
-            parts = {"keys": layer.keys, "values": layer.values, "window_queries": pending.window_queries,
-                     "window_positions": pending.window_positions}
-            if self.accumulate_attention:
-                parts["accumulated_attention"] = pending.accumulated_attention
-            state.update({f"layers.{index}.{name}": tensor for name, tensor in parts.items()})
-        return state
+        return export_prefix(self)
 
     @classmethod
     def from_prefix_state(cls, state: dict[str, torch.Tensor], config, window_size: int, *,
@@ -340,104 +213,13 @@ class SnapKVCache(DynamicCache):
         """
         settings = CompressionSettings(method="full", window_size=window_size, max_capacity_prompt=window_size + 1)
         cache = cls(settings=settings, config=config, accumulate_attention=accumulate_attention)
-        for index, layer in enumerate(cache.layers):
-            parts = {name: state.pop(f"layers.{index}.{name}").to(device)
-                     for name in cls.PREFIX_STATE_PARTS + (("accumulated_attention",) if accumulate_attention else ())}
-            layer.update(parts.pop("keys"), parts.pop("values"))
-            cache._pending[index] = PendingLayer(**parts)
+        import_prefix(cache, state, device)
         return cache
-
-    @staticmethod
-    def _detached(layer):
-        """A copy of a layer sharing its states; a buffered copy writes its own tokens into a buffer of its own."""
-        clone = copy.copy(layer)
-        if isinstance(clone, BufferedLayer):
-            clone._key_buffer = clone._value_buffer = None
-        return clone
-
-    # -- compression -----------------------------------------------------------------------------------------
-    def _compress(self, layer_idx: int, module: nn.Module, keys: torch.Tensor, values: torch.Tensor,
-                  pending: PendingLayer) -> None:
-        prompt_length = keys.shape[2]
-        num_layers = module.config.num_hidden_layers
-        capacity = self.policy.capacity(layer_idx, num_layers, prompt_length)
-        if not self.policy.compresses or capacity >= prompt_length:
-            self._record_uncompressed(layer_idx, keys, prompt_length, capacity=capacity)
-            return
-        context = LayerContext(
-            layer_idx=layer_idx,
-            keys=keys,
-            values=values,
-            window_queries=pending.window_queries,
-            window_positions=pending.window_positions,
-            scaling=attention_scaling(module),
-            softcap=logit_softcap(module),
-            settings=self.settings,
-            accumulated_attention=pending.accumulated_attention,
-            output_projection=output_projection(module),
-        )
-        scores = self.policy.scores(context)
-        head_budgets = self.policy.head_budgets(scores, capacity)
-        ranking = self.policy.ranking(context, scores, head_budgets)
-        if self.settings.whole_words:
-            if self.word_ids is None or self.word_ids.shape[0] < prompt_length:
-                raise ValueError("whole_words needs the prompt's word ids in cache.word_ids "
-                                 "(generate_answer sets them)")
-            ranking = whole_word_ranking(ranking, self.word_ids, prompt_length - self.settings.window_size)
-        if self.policy.head_allotment == "shared":
-            ranking = shared_ranking(ranking, self.settings.window_size)
-        kept = select_kept_positions(ranking, self.settings.window_size, head_budgets)
-        if kept.padded:
-            implementation = module.config._attn_implementation
-            if implementation not in MASKABLE_ATTENTION:
-                raise UnsupportedAttention(self.settings.method, implementation, MASKABLE_ATTENTION)
-            group = pending.window_queries.shape[1] // keys.shape[1]
-            self._masks[layer_idx] = CompressedLayerMask(kept.counts, kept.positions.shape[-1], group)
-        layer = self.layers[layer_idx]
-        kept_keys, kept_values = gather_positions(keys, kept.positions), gather_positions(values, kept.positions)
-        if isinstance(layer, BufferedLayer):
-            layer.replace_states(kept_keys, kept_values)
-        else:
-            layer.keys, layer.values = kept_keys, kept_values
-        self.records[layer_idx] = LayerRecord(
-            layer=layer_idx,
-            prompt_length=prompt_length,
-            capacity=capacity,
-            kept_positions=kept.positions,
-            scores=scores.float(),
-            bytes_before=_state_bytes(keys, values),
-            bytes_after=_state_bytes(layer.keys, layer.values),
-            kept_counts=kept.counts,
-        )
-
-    def _record_uncompressed(self, layer_idx: int, keys: torch.Tensor, prompt_length: int, *,
-                             capacity: int | None = None, sliding: bool = False) -> None:
-        """Record a layer kept as stored: all of the prompt, or a sliding layer's last tokens.
-
-        Its bytes before and after are both what it stores. A sliding layer never stores more than its window, with
-        or without compression, so the report's totals count what a cache really holds.
-        keys: (batch, kv_heads, attended, head_dim), what this forward's attention saw.
-        """
-        batch, kv_heads = keys.shape[:2]
-        stored = self.layers[layer_idx]
-        kept = stored.keys.shape[2]
-        stored_bytes = _state_bytes(stored.keys, stored.values)
-        self.records[layer_idx] = LayerRecord(
-            layer=layer_idx,
-            prompt_length=prompt_length,
-            capacity=prompt_length if capacity is None else capacity,
-            kept_positions=torch.arange(prompt_length - kept, prompt_length, device=keys.device).expand(
-                batch, kv_heads, kept),
-            scores=None,
-            bytes_before=stored_bytes,
-            bytes_after=stored_bytes,
-            sliding=sliding,
-        )
 
     # -- reporting -------------------------------------------------------------------------------------------
     @property
     def prompt_length(self) -> int:
-        return max((record.prompt_length for record in self.records.values()), default=0)
+        return longest_prompt(self.records)
 
     def summary(self) -> dict:
         """Cache sizes before and after compression, over all recorded layers.
@@ -446,16 +228,9 @@ class SnapKVCache(DynamicCache):
         number of cache slots it holds them in (larger only where heads keep different numbers and are padded);
         ``bytes_after`` is what is allocated, padding included.
         """
-        records = [self.records[i] for i in sorted(self.records)]
-        bytes_before = sum(r.bytes_before for r in records)
-        bytes_after = sum(r.bytes_after for r in records)
-        kept = [float(r.kept_per_head().float().mean()) for r in records]
-        slots = [r.kept_positions.shape[-1] for r in records]
-        return {
-            "tokens_before": self.prompt_length,
-            "tokens_after": round(sum(kept) / len(kept), 2) if kept else 0,
-            "tokens_allocated": round(sum(slots) / len(slots), 2) if slots else 0,
-            "bytes_before": bytes_before,
-            "bytes_after": bytes_after,
-            "compression_ratio": round(bytes_before / bytes_after, 4) if bytes_after else 1.0,
-        }
+        return summarize(self.records)
+
+
+def _shared_copy(layer):
+    """A copy of a layer sharing its states; a buffered copy writes its own tokens into a buffer of its own."""
+    return layer.shared_copy() if isinstance(layer, BufferedLayer) else copy.copy(layer)

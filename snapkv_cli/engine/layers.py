@@ -7,6 +7,8 @@ into a larger buffer and only reallocates when the room runs out (then with ``he
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from transformers.cache_utils import DynamicLayer
 
@@ -50,6 +52,13 @@ class BufferedLayer(DynamicLayer):
         self._reallocate(0)
         self.keys = self._key_buffer[:, :, : keys.shape[2]]
         self.values = self._value_buffer[:, :, : values.shape[2]]
+
+    def shared_copy(self) -> BufferedLayer:
+        """A layer that continues this one: it shares the current states, and writes its own new tokens into a
+        buffer of its own (so neither layer sees the other's)."""
+        clone = copy.copy(self)
+        clone._key_buffer = clone._value_buffer = None
+        return clone
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         """key_states, value_states: (batch, heads, new_tokens, head_dim); returns views of all stored tokens."""

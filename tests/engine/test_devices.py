@@ -66,8 +66,8 @@ def test_no_tensor_lands_on_the_default_device(family, implementation, overrides
 def test_random_scores_are_drawn_on_the_cpu_and_moved_to_the_keys_device():
     settings = CompressionSettings(method="random", window_size=2, max_capacity_prompt=4, seed=3)
     meta = torch.empty(1, 2, 10, 4, device="meta")
-    context = LayerContext(layer_idx=1, keys=meta, window_queries=meta[:, :, -2:], window_positions=torch.arange(8, 10),
-                           scaling=0.5, softcap=None, settings=settings)
+    context = LayerContext(layer_idx=1, num_layers=3, keys=meta, window_queries=meta[:, :, -2:],
+                           window_positions=torch.arange(8, 10), scaling=0.5, softcap=None, settings=settings)
     scores = RandomPolicy(settings).scores(context)
     assert scores.device.type == "meta" and scores.shape == (1, 2, 10)
 

@@ -65,3 +65,16 @@ def test_a_reset_layer_starts_again():
     layer.reset()
     keys, values = layer.update(*states(2, start=7))
     assert torch.equal(keys[0, 0, :, 0], torch.tensor([7.0, 8.0])) and torch.equal(values, -keys)
+
+
+def test_a_shared_copy_shares_the_states_and_neither_layer_sees_the_others_new_tokens():
+    layer = BufferedLayer()
+    layer.update(*states(5))
+    copy = layer.shared_copy()
+    assert storage(copy.keys) == storage(layer.keys) and storage(copy.values) == storage(layer.values)
+    own_keys, _ = layer.update(*states(2, start=100))  # the original still has room: it writes in place
+    copy_keys, copy_values = copy.update(*states(1, start=200))
+    assert torch.equal(own_keys[0, 0, :, 0], torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 100.0, 101.0]))
+    assert torch.equal(copy_keys[0, 0, :, 0], torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 200.0]))
+    assert torch.equal(copy_values, -copy_keys) and storage(copy_keys) != storage(own_keys)
+    assert torch.equal(layer.keys[0, 0, :, 0], own_keys[0, 0, :, 0])  # the copy's token did not land in it

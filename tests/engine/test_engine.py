@@ -54,7 +54,7 @@ def test_window_attention_equals_eager_attention_rows(family):
         output = model(input_ids, past_key_values=cache, use_cache=True, output_attentions=True)
     attention_modules = [layer.self_attn for layer in model.model.layers]
     for layer_idx in full_attention_layers(model):
-        pending = cache._pending[layer_idx]
+        pending = cache.pending[layer_idx]
         module = attention_modules[layer_idx]
         keys = cache.layers[layer_idx].keys
         recomputed = attention_probabilities(pending.window_queries, keys, pending.window_positions,
