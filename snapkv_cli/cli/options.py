@@ -1,9 +1,12 @@
 """The options every model-running command shares, declared once, and the :class:`RunOptions` they become.
 
 :func:`run_options` adds every option in :data:`RUN_OPTIONS` to a command's signature (Typer reads signatures) and
-hands the command one ``options: RunOptions`` built from them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
-take the same options with the same names, defaults, environment variables and checks. To give every such command
-a new option: add its :class:`SharedOption` to :data:`RUN_OPTIONS` and use its value in :func:`build_run_options`.
+hands the command one ``choices: RunChoices`` made of them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
+take the same options with the same names, defaults, environment variables and checks. The checks come in two
+steps, so that a mistake is reported before torch is imported: :func:`check_run_values` (the values' form, the
+template, the model's name) and the command's reading of its documents, then :meth:`RunChoices.build` (the
+compression settings, with the engine). To give every such command a new option: add its :class:`SharedOption` to
+:data:`RUN_OPTIONS` and use its value in :func:`check_run_values` or :meth:`RunChoices.build`.
 :data:`MODEL_OPTIONS` are the ones the benchmarks take too (:func:`model_options`).
 """
 
@@ -19,8 +22,17 @@ import typer
 
 from ..defaults import CLI_DEFAULTS, GQA_AGGREGATION, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
-from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
+from ..documents import (
+    DEFAULT_MAX_DOCUMENT_MB,
+    MAX_DOCUMENT_MB_ENV,
+    Document,
+    load_document,
+    megabytes,
+    parse_page_ranges,
+)
 from ..errors import InvalidValue, UserError
+from ..models.sources import ModelSource, check_reachable, model_source
+from ..prompting import TRUNCATIONS, Template, load_template
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
 
@@ -124,38 +136,69 @@ def parse_budget(text: str) -> int | float:
 METHOD_DEFAULTED = ("head_budgets", "pooling_window", "whole_words")
 
 
-def build_run_options(values: dict):
-    """The :class:`~snapkv_cli.runner.RunOptions` of the parsed shared options, checked before any model loads."""
-    from ..engine import CompressionSettings
-    from ..generation import GenerationOptions
-    from ..prompting import TRUNCATIONS, load_template
-    from ..runner import RunOptions
+@dataclass(frozen=True)
+class RunChoices:
+    r"""The shared options of a command that runs the model, as given, with every check that needs neither torch nor
+    a model already done (:func:`check_run_values`).
 
+    A command reads its documents with :meth:`read` (a missing file, a directory, a page out of range fail here, in
+    a fraction of a second), then :meth:`build`\ s the :class:`~snapkv_cli.runner.RunOptions`, which imports the
+    engine (torch) and checks the compression settings.
+    """
+
+    values: dict
+    budget: int | float
+    template: Template
+    model: ModelSource
+
+    def read(self, path: str, *, stdin=None) -> Document:
+        """The document at ``path`` (``-``: stdin) with the options' pages and size limit."""
+        return load_document(path, pages=self.values["pages"], stdin=stdin,
+                             max_bytes=megabytes(self.values["max_document_mb"]))
+
+    def build(self):
+        """The :class:`~snapkv_cli.runner.RunOptions`; a Hugging Face model that is not cached is looked for on the
+        Hub first (an error within seconds when the Hub cannot be reached)."""
+        check_reachable(self.model)
+        from ..engine import CompressionSettings
+        from ..generation import GenerationOptions
+        from ..runner import RunOptions
+
+        values = self.values
+        method = values["method"]
+        given = {name: values[name] for name in METHOD_DEFAULTED if values[name] is not None}
+        if method is None:  # the default method, with the settings it comes with unless the options say otherwise
+            method, given = METHOD, {**METHOD_SETTINGS, **given}
+        try:
+            settings = CompressionSettings(
+                method=method, window_size=values["window"], max_capacity_prompt=self.budget,
+                kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
+                layer_budgets=values["layer_budgets"], **given,
+                seed=values["seed"] if values["seed"] is not None else 0)
+        except UserError:
+            raise
+        except ValueError as error:
+            raise UserError(str(error)) from None
+        generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
+                                       seed=values["seed"], prefill_chunk=values["prefill_chunk"])
+        return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
+                          device_map=values["device_map"], settings=settings, generation=generation,
+                          pages=values["pages"], max_document_mb=values["max_document_mb"], template=self.template,
+                          truncate=values["truncate"],
+                          doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
+
+
+def check_run_values(values: dict) -> RunChoices:
+    """The parsed shared options checked without torch or a model: the truncation, the budget's form, the template,
+    the page selection's form and the model's name (a name that is no model fails here, before any download)."""
     truncate = values["truncate"]
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
+    budget = parse_budget(values["budget"])
     template = load_template(values["template"])
-    method = values["method"]
-    given = {name: values[name] for name in METHOD_DEFAULTED if values[name] is not None}
-    if method is None:  # the default method, with the settings it comes with unless the options say otherwise
-        method, given = METHOD, {**METHOD_SETTINGS, **given}
-    try:
-        settings = CompressionSettings(
-            method=method, window_size=values["window"], max_capacity_prompt=parse_budget(values["budget"]),
-            kernel_size=values["kernel"], pooling=values["pooling"], gqa_aggregation=values["gqa"],
-            layer_budgets=values["layer_budgets"], **given,
-            seed=values["seed"] if values["seed"] is not None else 0)
-    except UserError:
-        raise
-    except ValueError as error:
-        raise UserError(str(error)) from None
-    generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                   seed=values["seed"], prefill_chunk=values["prefill_chunk"])
-    return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
-                      device_map=values["device_map"], settings=settings, generation=generation,
-                      pages=values["pages"], max_document_mb=values["max_document_mb"], template=template,
-                      truncate=truncate,
-                      doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
+    if values["pages"]:
+        parse_page_ranges(values["pages"])
+    return RunChoices(values, budget, template, model_source(values["model"]))
 
 
 @dataclass(frozen=True)
@@ -171,7 +214,7 @@ def _with_shared(shared: tuple[SharedOption, ...], build: Callable[[dict], dict]
 
     def decorate(command):
         signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name not in ("options", "output")]
+        own = [p for p in signature.parameters.values() if p.name not in ("options", "choices", "output")]
         names = [option.name for option in shared]
 
         @functools.wraps(command)
@@ -187,9 +230,10 @@ def _with_shared(shared: tuple[SharedOption, ...], build: Callable[[dict], dict]
 
 
 def run_options(command):
-    """Give ``command`` every shared option; it receives ``options: RunOptions`` and ``output: Output``."""
+    """Give ``command`` every shared option; it receives them checked as ``choices: RunChoices`` (it reads its
+    documents with them, then builds its ``RunOptions``) and ``output: Output``."""
     return _with_shared(RUN_OPTIONS, lambda values: {
-        "options": build_run_options(values), "output": Output(values["as_json"], values["quiet"])})(command)
+        "choices": check_run_values(values), "output": Output(values["as_json"], values["quiet"])})(command)
 
 
 def model_options(command):

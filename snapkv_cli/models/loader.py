@@ -14,7 +14,7 @@ import torch
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
 from snapkv_cli.models import catalog, local_gguf
 from snapkv_cli.models.hf_utils import quiet_transformers, set_hf_env, short_reason
-from snapkv_cli.paths import refuse_overlong
+from snapkv_cli.models.sources import check_reachable, model_source
 
 set_hf_env()
 
@@ -93,15 +93,6 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     raise UserError(f"unknown dtype '{dtype}'; use auto, float32 (fp32), bfloat16 (bf16) or float16 (fp16)")
 
 
-def _looks_like_path(name: str) -> bool:
-    return (
-        name.startswith(("./", "../", "/", "~", ".\\", "..\\"))
-        or name.endswith(("/", "\\"))
-        or name in (".", "..")
-        or name.lower().endswith(".gguf")
-    )
-
-
 def load_model(
     name: str | None = None,
     device: str = "auto",
@@ -115,7 +106,9 @@ def load_model(
     ``name``: None -> the default model (SmolLM2-135M-Instruct); a built-in model's name or alias
     (``gemma3-270m``) -> that model, fetched and converted once into the cache; a path ending in
     ``.gguf`` -> that file, converted once and cached by its content hash; an existing directory ->
-    ``from_pretrained``; anything else -> a Hugging Face id.
+    ``from_pretrained``; an ``org/name`` Hugging Face id -> fetched by transformers on first use (refused within
+    seconds when it is not cached and the Hub cannot be reached); any other name is an error
+    (:func:`snapkv_cli.models.sources.model_source`).
     With ``device_map`` set, placement is left to transformers/accelerate.
     """
     say = progress or (lambda _msg: None)
@@ -123,30 +116,18 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, torch_device)
     started = time.monotonic()
 
-    entry = catalog.find(name)
-    if entry is not None:
+    origin = model_source(name)  # a typo fails here, before anything is fetched
+    check_reachable(origin)
+    entry = origin.entry
+    display = origin.name
+    if origin.kind == "builtin":
         source = str(entry.ensure(progress=say))
-        display = entry.name
+    elif origin.kind == "gguf":
+        source = str(_converted_gguf(display, origin.path, say))
+    elif origin.kind == "directory":
+        source = str(origin.path)
     else:
-        assert name is not None
-        raw = name.strip()
-        display = raw
-        path = Path(raw).expanduser()
-        refuse_overlong(path)
-        if raw.lower().endswith(".gguf"):
-            if not path.is_file():
-                raise UserError(f"model path not found: {raw}; pass an existing .gguf file")
-            source = str(_converted_gguf(raw, path, say))
-        elif path.is_dir():
-            source = str(path.resolve())
-        elif path.exists():
-            raise UserError(f"model path {raw} is a file, not a model directory; pass a directory or a .gguf file")
-        elif _looks_like_path(raw):
-            raise UserError(
-                f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id"
-            )
-        else:
-            source = raw  # a Hugging Face id
+        source = display  # a Hugging Face id
 
     say(f"Loading {display} ({torch_dtype_name(torch_dtype)}, {torch_device})...")
     model, tokenizer = _from_pretrained(display, source, torch_dtype, torch_device, attn_implementation, device_map)
