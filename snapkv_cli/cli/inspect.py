@@ -31,7 +31,8 @@ def inspect(
     full: bool = typer.Option(
         False, "--full", help="Shade the whole prompt (paged on a terminal), not only the most-kept passages."),
     html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML view to this file."),
-    png: Optional[Path] = typer.Option(None, "--png", help="Write a layers x positions heatmap to this PNG file."),
+    png: Optional[Path] = typer.Option(
+        None, "--png", help="Write a layers x positions heatmap to this PNG file (--find texts marked on it)."),
     png_scores: bool = typer.Option(
         False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
     find: Optional[list[str]] = typer.Option(
@@ -85,7 +86,7 @@ def inspect(
             from ..views.heatmap import write_heatmap
 
             presenter.progress(f"Writing {png}...")
-            write_heatmap(inspection, png, scores=png_scores, head=head)
+            write_heatmap(inspection, png, scores=png_scores, head=head, found=found)
     finally:
         presenter.close()
     if output.as_json:
