@@ -495,8 +495,8 @@ for index, args in enumerate(json.loads(sys.argv[1])):
 
 
 def test_bad_input_is_reported_before_torch_is_imported(docs, tmp_path):
-    """Paths, file types, option values, page ranges and model names are checked without torch; a bad compression
-    setting (last) is refused only with the engine, so the probe is seen to notice torch."""
+    """Paths, file types, option values, page ranges, device and dtype names and model names are checked without
+    torch; a bad compression setting (last) is refused only with the engine, so the probe is seen to notice torch."""
     notes, question = docs["notes.txt"], QUESTION
     cases = [
         (["ask", docs["missing.txt"], question], "file not found"),
@@ -508,6 +508,8 @@ def test_bad_input_is_reported_before_torch_is_imported(docs, tmp_path):
         (["ask", notes, question, "--pages", "2-x"], "invalid page selection '2-x'"),
         (["ask", notes, question, "--template", "nope"], "unknown template 'nope'"),
         (["ask", docs["long.txt"], question, "--max-document-mb", "0.001"], "over the 1.0 KB limit"),
+        (["ask", notes, question, "--device", "tpu"], "unknown device 'tpu'"),
+        (["ask", notes, question, "--dtype", "int3"], "unknown dtype 'int3'"),
         (["ask", notes, question, "--model", "smollm2x-typo"], "unknown model 'smollm2x-typo'"),
         (["ask", notes, question, "--model", str(tmp_path / "no-model")], "model path not found"),
         (["inspect", docs["missing.txt"], question], "file not found"),

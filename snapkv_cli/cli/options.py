@@ -31,6 +31,7 @@ from ..documents import (
     parse_page_ranges,
 )
 from ..errors import InvalidValue, UserError
+from ..models.placement import parse_device, parse_dtype
 from ..models.sources import ModelSource, check_reachable, model_source
 from ..prompting import TRUNCATIONS, Template, load_template
 
@@ -190,7 +191,8 @@ class RunChoices:
 
 def check_run_values(values: dict) -> RunChoices:
     """The parsed shared options checked without torch or a model: the truncation, the budget's form, the template,
-    the page selection's form and the model's name (a name that is no model fails here, before any download)."""
+    the page selection's form, the device's and dtype's names and the model's name (a name that is no model fails
+    here, before any download)."""
     truncate = values["truncate"]
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
@@ -198,6 +200,8 @@ def check_run_values(values: dict) -> RunChoices:
     template = load_template(values["template"])
     if values["pages"]:
         parse_page_ranges(values["pages"])
+    parse_device(values["device"])
+    parse_dtype(values["dtype"])
     return RunChoices(values, budget, template, model_source(values["model"]))
 
 

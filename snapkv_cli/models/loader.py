@@ -14,20 +14,12 @@ import torch
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
 from snapkv_cli.models import catalog, local_gguf
 from snapkv_cli.models.hf_utils import quiet_transformers, set_hf_env, short_reason
+from snapkv_cli.models.placement import parse_device, parse_dtype
 from snapkv_cli.models.sources import check_reachable, model_source
 
 set_hf_env()
 
 Progress = Callable[[str], None]
-
-_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
 
 # torch.OutOfMemoryError is new in torch 2.5; older versions only have the CUDA one.
 _OOM: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
@@ -58,39 +50,29 @@ def is_base_model(tokenizer: Any, entry: catalog.CatalogEntry | None = None) -> 
 
 def resolve_device(device: str) -> torch.device:
     """"auto" -> cuda if available else cpu; "cpu"; "cuda" / "cuda:N" (must exist)."""
-    key = (device or "auto").strip().lower()
-    if key == "auto":
+    kind, index = parse_device(device)
+    if kind == "auto":
         return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    if key == "cpu":
+    if kind == "cpu":
         return torch.device("cpu")
-    if key == "cuda" or key.startswith("cuda:"):
-        index: int | None = None
-        if key != "cuda":
-            suffix = key[len("cuda:") :]
-            if not suffix.isdigit():
-                raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
-            index = int(suffix)
-        if not torch.cuda.is_available():
-            raise DeviceUnavailable(device, "CUDA is not available")
-        if index is not None and index >= torch.cuda.device_count():
-            raise UserError(
-                f"device '{device}' does not exist (this machine has {torch.cuda.device_count()} CUDA "
-                f"device(s)); use cuda:0..cuda:{torch.cuda.device_count() - 1}"
-            )
-        return torch.device("cuda", index) if index is not None else torch.device("cuda")
-    raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise DeviceUnavailable(device, "CUDA is not available")
+    if index is not None and index >= torch.cuda.device_count():
+        raise UserError(
+            f"device '{device}' does not exist (this machine has {torch.cuda.device_count()} CUDA "
+            f"device(s)); use cuda:0..cuda:{torch.cuda.device_count() - 1}"
+        )
+    return torch.device("cuda", index) if index is not None else torch.device("cuda")
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """"auto" -> bfloat16 on CUDA with bf16 support, else float16 on CUDA, float32 on CPU."""
-    key = (dtype or "auto").strip().lower()
-    if key == "auto":
+    name = parse_dtype(dtype)
+    if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    if key in _DTYPES:
-        return _DTYPES[key]
-    raise UserError(f"unknown dtype '{dtype}'; use auto, float32 (fp32), bfloat16 (bf16) or float16 (fp16)")
+    return getattr(torch, name)
 
 
 def load_model(
