@@ -58,7 +58,8 @@ def _option(name: str, annotation, default, *flags: str, panel: str, **kwargs) -
 
 MODEL_OPTIONS: tuple[SharedOption, ...] = (
     _option("model", Optional[str], None, "--model", "-m", envvar="SNAPKV_MODEL", panel=MODEL_PANEL,
-            help="Hugging Face id, local directory or .gguf file (default: SmolLM2-135M-Instruct)."),
+            help="A built-in model (snapkv models list), a local directory, a .gguf file or a Hugging Face id "
+                 "org/name (default: SmolLM2-135M-Instruct)."),
     _option("device", str, "auto", "--device", envvar="SNAPKV_DEVICE", panel=MODEL_PANEL,
             help="auto, cpu, cuda or cuda:N."),
     _option("dtype", str, "auto", "--dtype", panel=MODEL_PANEL, help="auto, float32, bfloat16 or float16."),
