@@ -516,6 +516,8 @@ def test_bad_input_is_reported_before_torch_is_imported(docs, tmp_path):
         (["chat", docs["subdir"]], "is a directory"),
         (["batch", notes, "-Q", question, "--pages", "0"], "pages are numbered from 1"),
         (["batch", "--jobs", str(tmp_path / "no-jobs.jsonl")], "jobs file not found"),
+        (["models", "pull", "smollm2x-typo"], "unknown model 'smollm2x-typo'"),
+        (["bench", "speed", "--model", "gemma-3-270x"], "unknown model 'gemma-3-270x'"),
         (["ask", notes, question, "--method", "magic"], "unknown method 'magic'"),  # needs the engine: torch
     ]
     done = subprocess.run([sys.executable, "-c", TORCH_PROBE, json.dumps([args for args, _ in cases])],

@@ -246,6 +246,9 @@ def model_options(command):
     (model, device, dtype, device map and prefill chunk set; the rest at their defaults)."""
 
     def build(values: dict) -> dict:
+        parse_device(values["device"])  # the names are checked before torch is imported
+        parse_dtype(values["dtype"])
+        check_reachable(model_source(values["model"]))
         from ..generation import GenerationOptions
         from ..runner import RunOptions
 
