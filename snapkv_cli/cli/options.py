@@ -4,7 +4,7 @@
 hands the command one ``choices: RunChoices`` made of them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
 take the same options with the same names, defaults, environment variables and checks. The checks come in two
 steps, so that a mistake is reported before torch is imported: :func:`check_run_values` (the values' form, the
-template, the model's name) and the command's reading of its documents, then :meth:`RunChoices.build` (the
+template) and the command's reading of its documents, then :meth:`RunChoices.build` (the model's name, then the
 compression settings, with the engine). To give every such command a new option: add its :class:`SharedOption` to
 :data:`RUN_OPTIONS` and use its value in :func:`check_run_values` or :meth:`RunChoices.build`.
 :data:`MODEL_OPTIONS` are the ones the benchmarks take too (:func:`model_options`).
@@ -32,7 +32,7 @@ from ..documents import (
 )
 from ..errors import InvalidValue, UserError
 from ..models.placement import parse_device, parse_dtype
-from ..models.sources import ModelSource, check_reachable, model_source
+from ..models.sources import check_reachable, model_source
 from ..prompting import TRUNCATIONS, Template, load_template
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
@@ -151,7 +151,6 @@ class RunChoices:
     values: dict
     budget: int | float
     template: Template
-    model: ModelSource
 
     def read(self, path: str, *, stdin=None) -> Document:
         """The document at ``path`` (``-``: stdin) with the options' pages and size limit."""
@@ -159,9 +158,10 @@ class RunChoices:
                              max_bytes=megabytes(self.values["max_document_mb"]))
 
     def build(self):
-        """The :class:`~snapkv_cli.runner.RunOptions`; a Hugging Face model that is not cached is looked for on the
-        Hub first (an error within seconds when the Hub cannot be reached)."""
-        check_reachable(self.model)
+        """The :class:`~snapkv_cli.runner.RunOptions`. The model's name is checked first, still without torch (a name
+        that is no model fails here, before any download; a Hugging Face model that is not cached is looked for on
+        the Hub, an error within seconds when the Hub cannot be reached), then the compression settings."""
+        check_reachable(model_source(self.values["model"]))
         from ..engine import CompressionSettings
         from ..generation import GenerationOptions
         from ..runner import RunOptions
@@ -192,8 +192,8 @@ class RunChoices:
 
 def check_run_values(values: dict) -> RunChoices:
     """The parsed shared options checked without torch or a model: the truncation, the budget's form, the template,
-    the page selection's form, the device's and dtype's names and the model's name (a name that is no model fails
-    here, before any download)."""
+    the page selection's form, the device's and dtype's names (the model's name is checked once the documents are
+    read, by :meth:`RunChoices.build`)."""
     truncate = values["truncate"]
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
@@ -203,7 +203,7 @@ def check_run_values(values: dict) -> RunChoices:
         parse_page_ranges(values["pages"])
     parse_device(values["device"])
     parse_dtype(values["dtype"])
-    return RunChoices(values, budget, template, model_source(values["model"]))
+    return RunChoices(values, budget, template)
 
 
 @dataclass(frozen=True)
