@@ -307,6 +307,9 @@ def test_what_a_name_names(tmp_path, monkeypatch):
     assert sources.model_source("model.gguf").kind == "gguf"
     for hub_id in ("HuggingFaceTB/SmolLM2-360M-Instruct", "google/gemma-3-1b-it", "org_1/name.v2"):
         assert sources.model_source(hub_id) == sources.ModelSource(hub_id, "hub")
+    (tmp_path / "models").mkdir()
+    with pytest.raises(UserError, match="model path not found: models/tiny"):  # a folder here: a path, not an id
+        sources.model_source("models/tiny")
     for odd in ("a/b/c", "org/", "/name", "org/na me"):  # not org/name; some are paths that do not exist
         with pytest.raises(UserError):
             sources.model_source(odd)

@@ -66,7 +66,7 @@ def model_source(name: str | None) -> ModelSource:
         return ModelSource(raw, "directory", path=path.resolve())
     if path.exists():
         raise UserError(f"model path {raw} is a file, not a model directory; pass a directory or a .gguf file")
-    if looks_like_path(raw):
+    if looks_like_path(raw) or (path.parent.is_dir() and path.parent != Path(".")):  # models/x with models/ here
         raise UserError(f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id")
     if HUB_ID.fullmatch(raw):
         return ModelSource(raw, "hub")
