@@ -94,6 +94,12 @@ def max_document_bytes() -> int:
     return int(megabytes * 2**20)
 
 
+def megabytes(limit_mb: float | None) -> int | None:
+    """A size limit given in MB (``max_document_mb``) in bytes, for :func:`load_document`'s ``max_bytes``; None stays
+    None (the default limit, :func:`max_document_bytes`)."""
+    return None if limit_mb is None else int(limit_mb * 2**20)
+
+
 def display_path(path: str) -> str:
     """``path`` as text that can always be printed and stored: bytes that are not UTF-8 become ``\\xNN``."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
@@ -147,28 +153,37 @@ def load_document(
     return _text_document(source, kind, text, pages)
 
 
+def parse_page_ranges(spec: str, has: str | None = None) -> list[tuple[int, int | None]]:
+    """The ranges of a page selection such as ``"3-7,10"`` or ``"5-"``: ``(first, last)``, 1-based and inclusive,
+    ``last`` None for "to the end". Checked without the document: numbers and ranges only, numbered from 1, none
+    reversed. ``has`` (e.g. "report.pdf has 3 pages") is added to the messages when the document is known."""
+    context = f" ({has})" if has else ""
+    ranges: list[tuple[int, int | None]] = []
+    for item in spec.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?", item)
+        if match is None:
+            raise UserError(f"invalid page selection '{spec}': use numbers and ranges like 3-7,10{context}")
+        first = int(match.group(1))
+        last = first if match.group(2) is None else int(match.group(3)) if match.group(3) else None
+        if first == 0 or last == 0:
+            raise UserError(f"invalid page selection '{spec}': pages are numbered from 1{context}")
+        if last is not None and last < first:
+            raise UserError(
+                f"invalid page selection '{spec}': range {first}-{last} is reversed, write {last}-{first}{context}"
+            )
+        ranges.append((first, last))
+    return ranges
+
+
 def parse_page_spec(spec: str, page_count: int, source: str) -> list[int]:
     """Turn a selection like ``"3-7,10"`` into sorted page numbers within ``1..page_count``."""
     has = f"{source} has {page_count} page{'s' if page_count != 1 else ''}"
     selected: set[int] = set()
-    for item in spec.split(","):
-        match = re.fullmatch(r"\s*(\d+)\s*(?:(-)\s*(\d*)\s*)?", item)
-        if match is None:
-            raise UserError(
-                f"invalid page selection '{spec}': use numbers and ranges like 3-7,10 ({has})"
-            )
-        first = int(match.group(1))
-        last = first if match.group(2) is None else int(match.group(3) or page_count)
-        if first == 0 or last == 0:
-            raise UserError(f"invalid page selection '{spec}': pages are numbered from 1 ({has})")
+    for first, last in parse_page_ranges(spec, has):
+        last = page_count if last is None else last
         if max(first, last) > page_count:
             raise UserError(
                 f"page selection '{spec}' is out of range: {has}; choose pages 1-{page_count}"
-            )
-        if last < first:
-            raise UserError(
-                f"invalid page selection '{spec}': range {first}-{last} is reversed, "
-                f"write {last}-{first} ({has})"
             )
         selected.update(range(first, last + 1))
     return sorted(selected)

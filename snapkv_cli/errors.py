@@ -72,6 +72,48 @@ class DeviceUnavailable(UserError):
         super().__init__(f"device '{device}' is not available: {reason}")
 
 
+class UnknownModel(UserError):
+    """A model name that is neither a built-in model, a local path nor a Hugging Face id (``org/name``).
+
+    ``choices`` describes the built-in models; ``suggestion`` is the built-in name closest to ``name``, if any.
+    Nothing is downloaded for such a name.
+    """
+
+    def __init__(self, name: str, choices: str, suggestion: str | None = None):
+        self.name, self.choices, self.suggestion = name, choices, suggestion
+        guess = f"did you mean {suggestion}? " if suggestion else ""
+        super().__init__(f"unknown model {name!r}: {guess}the built-in models are {choices}; otherwise give a local "
+                         "model directory, a .gguf file, or a Hugging Face id as org/name")
+
+
+class HubUnreachable(UserError):
+    """A Hugging Face id whose model is not in the local Hugging Face cache, while the Hub cannot be reached:
+    ``reason`` is the connection's error, or None in offline mode (``HF_HUB_OFFLINE``)."""
+
+    def __init__(self, repo_id: str, reason: str | None):
+        self.repo_id, self.reason = repo_id, reason
+        others = "a local model directory, a .gguf file, or a built-in model (snapkv models list)"
+        if reason is None:
+            super().__init__(f"model {repo_id!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set: unset it "
+                             f"to fetch the model once, or use {others}")
+        else:
+            super().__init__(f"model {repo_id!r} is not in the Hugging Face cache and the Hub cannot be reached "
+                             f"({reason}): fetch it once with network, or work offline with HF_HUB_OFFLINE=1 and a "
+                             f"model already in that cache, {others}")
+
+
+class HubModelNotFound(UserError):
+    """The Hugging Face Hub answers that it has no model ``repo_id`` (or none this user may see)."""
+
+    def __init__(self, repo_id: str, gated: bool = False):
+        self.repo_id, self.gated = repo_id, gated
+        if gated:
+            detail = "is gated: accept its terms on its Hub page and log in (hf auth login)"
+        else:
+            detail = "is not on the Hugging Face Hub (or is private: log in with hf auth login); check the id"
+        super().__init__(f"model {repo_id!r} {detail}")
+
+
 class ModelOutOfMemory(UserError):
     """The model does not fit on the device in the requested dtype."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .documents import Document, load_document
+from .documents import Document, load_document, megabytes
 from .engine import CompressionSettings
 from .generation import GenerationOptions
 from .pipeline import Answer, DocumentSession
@@ -62,9 +62,8 @@ class Runner:
 
     def read(self, path: str, *, stdin=None) -> Document:
         """The document at ``path`` (``-``: stdin), with the options' page selection and size limit."""
-        limit = self.options.max_document_mb
         return load_document(path, pages=self.options.pages, stdin=stdin,
-                             max_bytes=None if limit is None else int(limit * 2**20))
+                             max_bytes=megabytes(self.options.max_document_mb))
 
     @property
     def loaded(self):

@@ -129,6 +129,11 @@ def test_jobs_file(tmp_path):
     ('{"id": "first", "document": "b.txt", "question": "Who?"}', 'id "first" is already used on line 1'),
     ('{"document": "a.txt", "question": "Who?", "truncate": "sideways"}', "truncate must be one of middle"),
     ('{"document": "a.txt", "question": "Who?", "template": "no-such-template"}', "unknown template"),
+    ('{"document": "a.txt", "question": "Who?", "pages": true}', "pages must be a non-empty string, got true"),
+    ('{"document": "a.txt", "question": "Who?", "pages": 2.5}', "pages must be a non-empty string, got 2.5"),
+    ('{"document": "a.txt", "question": "Who?", "pages": "x"}', "invalid page selection 'x'"),
+    ('{"document": "a.txt", "question": "Who?", "pages": "3-1"}', "range 3-1 is reversed"),
+    ('{"document": "a.txt", "question": "Who?", "pages": 0}', "pages are numbered from 1"),
 ])
 def test_bad_jobs_name_their_line(tmp_path, line, reason):
     path = tmp_path / "jobs.jsonl"
@@ -343,6 +348,48 @@ def test_batch_usage_errors(corpus, tiny_model_path, tmp_path):
     assert_user_error(invoke("batch", "--jobs", tmp_path / "missing.jsonl"), "jobs file not found")
     jobs.write_text('{"document": "a.txt", "question": "Who?", "page": "2"}\n')
     assert_user_error(invoke("batch", "--jobs", jobs), f"{jobs} line 1: unknown key 'page'")
+
+
+def test_a_page_selection_is_checked_before_the_model_loads(corpus, tmp_path):
+    # the model named does not exist: the error is the pages', found first
+    result = invoke("batch", corpus["notes.txt"], "-Q", "Who?", "--pages", "2-x", "--model", tmp_path / "nothing")
+    assert_user_error(result, "invalid page selection '2-x'")
+
+
+def test_a_job_s_own_truncate_and_pages(corpus, short_context_model_path, tmp_path):
+    """A document longer than the context: the job that says "truncate" is answered as ask --truncate answers it,
+    the one that does not gets ask's error and its hint; a job's pages override the run's."""
+    long = tmp_path / "long.txt"
+    long.write_text(NOTES * 6)
+    base = ["--model", short_context_model_path, *SMALL]
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text("\n".join(json.dumps(job) for job in [
+        {"id": "cut", "document": str(long), "question": QUESTIONS[0], "truncate": "start"},
+        {"id": "whole", "document": str(long), "question": QUESTIONS[0]},
+        {"id": "page", "document": corpus["report.pdf"], "question": QUESTIONS[0], "pages": "3"},
+    ]) + "\n")
+    result = invoke("batch", "--jobs", jobs, "--pages", "1", *base, "--quiet")
+    assert result.exit_code == 1 and result.stderr == ""
+    cut, whole, page = jsonl(result.stdout)
+    assert cut["prompt"]["truncated_document_tokens"] > 0
+    assert comparable(cut, "id") == comparable(ask_lines(long, QUESTIONS[0], "--truncate", "start", *base)[0])
+    alone = invoke("ask", long, QUESTIONS[0], *base)
+    assert alone.exit_code == 1
+    assert " ".join(whole["error"].split()) == " ".join(alone.stderr.removeprefix("Error: ").split())  # ask's line
+    assert "--truncate" in whole["error"]
+    assert [row["page"] for row in page["pages"]] == [3]
+
+
+def test_batch_keeps_to_max_document_mb(corpus, tiny_model_path, tmp_path):
+    big = tmp_path / "big.txt"
+    big.write_text(NOTES * 10)  # about 4 KB
+    result = invoke("batch", big, corpus["notes.txt"], "-Q", QUESTIONS[0], "--model", tiny_model_path, *SMALL,
+                    "--max-document-mb", "0.002", "--quiet")
+    assert result.exit_code == 1, (result.stderr, result.exception)
+    refused, answered = jsonl(result.stdout)
+    assert refused["id"] == str(big) and "over the 2.0 KB limit for documents" in refused["error"]
+    assert "--max-document-mb" in refused["error"]
+    assert answered["id"] == corpus["notes.txt"] and "answer" in answered
 
 
 def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path, monkeypatch):

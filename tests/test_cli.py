@@ -482,6 +482,86 @@ def test_bad_input(docs, tiny_model_path, doc, question, extra, fragments):
     assert_user_error(ask(docs[doc], question, "--model", tiny_model_path, *FAST, *extra), *fragments)
 
 
+# Runs snapkv commands one after the other in one fresh interpreter; after each: its exit code, whether torch has been
+# imported by then, and its stderr (each command's own part of it).
+TORCH_PROBE = r"""
+import json, sys
+from snapkv_cli.cli import app
+for index, args in enumerate(json.loads(sys.argv[1])):
+    sys.stderr.write(f"--- {index}\n")
+    try:
+        app(args, prog_name="snapkv")
+    except SystemExit as exit:
+        print(json.dumps([exit.code, "torch" in sys.modules]), flush=True)
+"""
+
+
+def test_bad_input_is_reported_before_torch_is_imported(docs, tmp_path):
+    """Paths, file types, option values, compression settings, page ranges, device and dtype names and model names are
+    checked without torch; a folder that holds no model (last) is refused only by loading it, so the probe is seen to
+    notice torch."""
+    notes, question = docs["notes.txt"], QUESTION
+    empty_model = tmp_path / "empty-model"
+    empty_model.mkdir()
+    cases = [
+        (["ask", docs["missing.txt"], question], "file not found"),
+        (["ask", docs["subdir"], question], "is a directory"),
+        (["ask", docs["blob.bin"], question], "unsupported file type '.bin'"),
+        (["ask", notes, question, "--budget", "abc"], "--budget must be a token count"),
+        (["ask", notes, question, "--truncate", "sideways"], "--truncate must be one of middle, start, end"),
+        (["ask", docs["report.pdf"], question, "--pages", "9"], "out of range"),
+        (["ask", notes, question, "--pages", "2-x"], "invalid page selection '2-x'"),
+        (["ask", notes, question, "--template", "nope"], "unknown template 'nope'"),
+        (["ask", docs["long.txt"], question, "--max-document-mb", "0.001"], "over the 1.0 KB limit"),
+        (["ask", notes, question, "--device", "tpu"], "unknown device 'tpu'"),
+        (["ask", notes, question, "--dtype", "int3"], "unknown dtype 'int3'"),
+        (["ask", notes, question, "--model", "smollm2x-typo"], "unknown model 'smollm2x-typo'"),
+        (["ask", notes, question, "--model", str(tmp_path / "no-model")], "model path not found"),
+        (["inspect", docs["missing.txt"], question], "file not found"),
+        (["chat", docs["subdir"]], "is a directory"),
+        (["batch", notes, "-Q", question, "--pages", "0"], "pages are numbered from 1"),
+        (["batch", "--jobs", str(tmp_path / "no-jobs.jsonl")], "jobs file not found"),
+        (["models", "pull", "smollm2x-typo"], "unknown model 'smollm2x-typo'"),
+        (["bench", "speed", "--model", "gemma-3-270x"], "unknown model 'gemma-3-270x'"),
+        (["ask", notes, question, "--method", "magic"], "unknown method 'magic'"),
+        (["ask", notes, question, "--kernel", "4"], "kernel_size must be a positive odd integer"),
+        # a folder that holds no model: only loading it can tell, so torch is imported (the probe is seen to notice)
+        (["ask", notes, question, "--model", str(empty_model)], "could not load model"),
+    ]
+    done = subprocess.run([sys.executable, "-c", TORCH_PROBE, json.dumps([args for args, _ in cases])],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    stderrs = re.split(r"^--- \d+\n", done.stderr, flags=re.MULTILINE)[1:]
+    assert len(results) == len(stderrs) == len(cases), done.stderr
+    for (args, fragment), (code, torch_imported), stderr in zip(cases, results, stderrs):
+        assert code == 1 and stderr.startswith("Error: ") and stderr.count("\n") == 1, (args, stderr)
+        assert fragment in stderr, (args, stderr)
+        assert torch_imported == (args[-1] == str(empty_model)), args
+
+
+def test_an_unknown_model_name_lists_the_catalogue_and_fetches_nothing(docs, tmp_path):
+    env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}
+    stderr = assert_user_error(ask(docs["notes.txt"], QUESTION, "--model", "smollm2x-typo", env=env),
+                               "unknown model 'smollm2x-typo': did you mean smollm2?", "smollm2-135m-instruct",
+                               "gemma3-270m", "org/name")
+    assert "Traceback" not in stderr and not (tmp_path / "cache").exists()
+
+
+def test_one_argument_that_names_a_file_is_the_document(docs, tiny_model_path, tmp_path, monkeypatch):
+    """With stdin not a terminal (a script, a pipe), a lone argument that names a document is that document, and
+    the missing question is what the error says; any other lone argument is the question about stdin."""
+    monkeypatch.chdir(tmp_path)
+    for document in (docs["notes.txt"], "report.pdf", "./notes", "~/notes.md"):
+        result = ask(document, "--model", tiny_model_path, input="", env={"COLUMNS": "300"})  # one line in the box
+        assert result.exit_code == 2 and result.stdout == "", (document, result.stderr)
+        assert f"give a question about {document} (QUESTION, --question or --questions FILE)" in result.stderr
+        assert "has no text" not in result.stderr
+    answered = ask_json("What is the coastguard code?", "--model", tiny_model_path, *FAST, input=NOTES)
+    assert answered["document"] == "<stdin>" and answered["question"] == "What is the coastguard code?"
+    with_question = ask_json(docs["notes.txt"], "--question", QUESTION, "--model", tiny_model_path, *FAST, input="")
+    assert with_question["document"] == docs["notes.txt"]
+
+
 def test_bad_template_file(docs, tiny_model_path, tmp_path):
     path = tmp_path / "bad.txt"
     path.write_text("{question}\n\n{document}\n", encoding="utf-8")

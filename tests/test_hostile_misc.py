@@ -52,13 +52,13 @@ def test_a_tiny_fraction_is_a_clean_error_before_the_prefill(notes, tiny_model_p
         assert "ValueError" not in line and "Traceback" not in line
 
 
-def test_a_fraction_too_small_for_any_context_fails_before_the_model_loads(notes):
+def test_a_fraction_too_small_for_any_context_fails_before_the_model_loads(notes, tmp_path):
     with pytest.raises(BudgetTooSmall) as info:
         CompressionSettings(max_capacity_prompt=1e-6, window_size=32)
     assert isinstance(info.value, ValueError) and info.value.prompt_tokens == MAX_CONTEXT_TOKENS
     CompressionSettings(max_capacity_prompt=1e-4, window_size=32)  # fine for prompts of 320k tokens and more
-    # the model named here does not exist: the budget is refused before anything tries to load it
-    line = one_error_line(runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", "/nonexistent/model",
+    # the model named here is an empty directory, which only loading it would find out: the budget is refused first
+    line = one_error_line(runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", str(tmp_path),
                                                   "--budget", "0.000001"]))
     assert "budget fraction 1e-06" in line and "model" not in line.split("budget")[0]
 

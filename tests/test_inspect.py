@@ -7,6 +7,7 @@ HTML page really renders in a browser (headless Chromium).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -276,13 +277,52 @@ def test_terminal_shades_by_share_of_pairs(docs, loaded):
     assert [terminal.level(x) for x in (0, 0.01, 0.2, 0.21, 0.5, 0.8, 0.81, 1)] == [0, 1, 1, 2, 3, 4, 5, 5]
 
 
+def _plain(renderable, width: int = 400) -> str:
+    """What a console without colour (a file, a pipe) prints."""
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_without_colour_levels_are_marks_the_legend_explains(docs, loaded):
+    inspection = small_inspection(loaded, docs["notes.txt"])
+    inspection.kept[:] = False
+    inspection.kept[:, :, inspection.window[0]:] = True
+    inspection.kept[0, 0, 40] = True  # 1 of 6 pairs: level 1
+    inspection.kept[:, :, 42:45] = True  # all pairs: level 5
+    inspection.kept[0, :, 47] = True  # 2 of 6 pairs: level 2
+    tokens = inspection.tokens
+    text = _plain(terminal.build_view(inspection, full=True, plain=True))
+    assert "Legend: ⟦1 …⟧ ⟦2 …⟧ ⟦3 …⟧ ⟦4 …⟧ ⟦5 …⟧ kept by ≤20%, ≤40%, ≤60%, ≤80%, ≤100% of the pairs; " \
+           "unmarked text: kept by none; ⟦W text⟧ the observation window (always kept)" in text
+    marked = dict(re.findall(r"⟦(\S) ([^⟧]*)⟧", text.split("Shading:")[1]))
+    assert marked == {"1": tokens[40].strip(), "5": "".join(tokens[42:45]).strip(), "2": tokens[47].strip(),
+                      "W": "".join(tokens[inspection.window[0]:]).strip()}
+    assert re.sub(r"⟦\S |⟧", "", text).count("".join(tokens[:inspection.window[0]]).strip()) == 1  # nothing lost
+    one_pair = _plain(terminal.build_view(inspection, layer=0, head=0, full=True, plain=True))
+    assert "Legend: ⟦K text⟧ kept; unmarked text: not kept; ⟦W text⟧ the observation window" in one_pair
+    assert re.findall(r"⟦K ([^⟧]*)⟧", one_pair.split("Shading:")[1]) == [
+        tokens[40].strip(), "".join(tokens[42:45]).strip(), tokens[47].strip()]
+    coloured = Console(width=400, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    terminal.render(inspection, coloured, full=True, page=False)
+    assert "⟦" not in coloured.file.getvalue() and "\x1b[" in coloured.file.getvalue()
+    piped = Console(width=400, file=io.StringIO())  # not a terminal: Rich gives it no colour
+    terminal.render(inspection, piped, full=True, page=False)
+    assert piped.file.getvalue() == text
+
+
 def test_cli_full_view_of_one_layer_and_head(docs, tiny_model_path):
     result = inspect_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--method", "streamingllm",
                         "--budget", "24", "--window", "8", "--layer", "0", "--head", "0", "--full", "--quiet")
-    assert result.stderr == ""
-    text = "".join(result.stdout.split())
-    assert "Legend:keptnotkeptwindow" in text and "Shading:layer0,KVhead0" in text
-    assert "".join(NOTES.split()) in text  # the whole document is shown
+    assert result.stderr == ""  # stdout is not a terminal here: marks stand for the shading
+    text = " ".join(result.stdout.split())
+    assert "Legend: ⟦K text⟧ kept; unmarked text: not kept; ⟦W text⟧ the observation window" in text
+    assert "Shading: layer 0, KV head 0" in text
+    kept = re.findall(r"⟦K ([^⟧]*)⟧", result.stdout.split("Shading:")[1])
+    assert len(kept) == 2 and kept[0].startswith("<|im_start|>")  # the 4 sink tokens, then the recent ones
+    assert kept[1].endswith(QUESTION[-12:] + "<|im_end|>")
+    assert re.findall(r"⟦W ([^⟧]*)⟧", result.stdout)[-1].endswith("assistant")
+    assert "".join(NOTES.split()) in "".join(re.sub(r"⟦\S |⟧", "", result.stdout).split())  # the whole document
 
 
 def test_default_view_of_an_8k_token_document_fits_80_columns(docs, long_context_model_path):
@@ -374,7 +414,24 @@ def test_cli_find_in_the_terminal_view(docs, tiny_model_path):
     assert [(text, where) for text, where, *_ in found] == [  # the document's, then the question's
         ("Duncan Hale", "page 1"), ("fog signal", "page 1"), ("fog signal", "question")]
     assert all(int(whole) + int(part) + int(none) == 6 for *_, whole, part, none in found)
-    assert re.search(r"tokens kept by each KV head, layer:heads  0:\d\d 1:\d\d 2:\d\d$", result.stdout, re.M)
+    # each occurrence's layer-by-layer table says what --json's kept_per_head says
+    expected = inspect_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, "--find", "Duncan Hale",
+                            "--find", "fog signal")["found"]
+    tables = result.stdout.split("Layer by layer: how many of its 2 KV heads kept all ")[1:]
+    assert len(tables) == len(expected) == 3
+    for table, occurrence in zip(tables, expected):
+        length = occurrence["span"][1] - occurrence["span"][0]
+        assert table.startswith(f"{length} tokens, some, none; then each head's count of the {length} it kept")
+        rows = {}
+        for layers, kept_all, some, none, counts in re.findall(
+                r"^ (\d+(?:-\d+)?) +(\d+) +(\d+) +(\d+) +(\d+(?: \d+)*) *$", table, re.M):
+            first, _, last = layers.partition("-")
+            for layer in range(int(first), int(last or first) + 1):
+                rows[layer] = [int(count) for count in counts.split()]
+            heads = [int(count) for count in counts.split()]
+            assert [int(kept_all), int(some), int(none)] == [
+                sum(c == length for c in heads), sum(0 < c < length for c in heads), sum(c == 0 for c in heads)]
+        assert [rows[layer] for layer in sorted(rows)] == occurrence["kept_per_head"]
     assert "Found" not in result.stderr
     window = inspect_ok(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--budget", "64", "--window", "16",
                         "--find", "signal?", env={"COLUMNS": "200"})
@@ -429,6 +486,23 @@ def test_heatmap_values(docs, loaded):
     assert np.isnan(scores[1]).all() and np.isfinite(scores[[0, 2]]).all()
     assert scores[0].max() <= 1.0 and scores[0].min() >= heatmap.SCORE_FLOOR
     assert heatmap.binned(np.ones((2, 5000)), 2400).shape[1] <= 2400
+
+
+def test_heatmap_marks_what_find_found(docs, loaded):
+    from matplotlib.colors import to_hex
+
+    inspection = small_inspection(loaded, docs["notes.txt"])
+    found = (inspection.find("lamp"), inspection.find("Duncan Hale"))
+    axes = heatmap.draw(inspection, found=found).axes[0]
+    for occurrences, colour in zip(found, heatmap.FOUND_COLOURS):
+        frames = sorted((patch.get_x(), patch.get_x() + patch.get_width()) for patch in axes.patches
+                        if to_hex(patch.get_edgecolor()) == colour)
+        assert frames == [(o.start, o.end) for o in occurrences]  # a frame over each occurrence, in its colour
+        triangles = [line for line in axes.lines if line.get_marker() == "v" and to_hex(line.get_color()) == colour]
+        assert sorted(float(line.get_xdata()[0]) for line in triangles) == [(o.start + o.end) / 2 for o in occurrences]
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert labels == ["--find 'lamp' (2 occurrences)", "--find 'Duncan Hale' (1 occurrence)"]
+    assert heatmap.draw(inspection).axes[0].get_legend() is None  # nothing searched, nothing marked
 
 
 def test_files_are_atomic(docs, tiny_model_path, tmp_path, monkeypatch):

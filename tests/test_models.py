@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from snapkv_cli.errors import UserError
+from snapkv_cli.errors import HubModelNotFound, HubUnreachable, UnknownModel, UserError
+from snapkv_cli.models import catalog, sources, wheels
 from snapkv_cli.models import default_model as dm
-from snapkv_cli.models import wheels
 from snapkv_cli.models.cache_dir import cache_root
 from snapkv_cli.models.hf_utils import short_reason
 from snapkv_cli.models.loader import LoadedModel, load_model, resolve_device, resolve_dtype
@@ -257,18 +257,180 @@ def test_bad_gguf_is_user_error(tmp_path, monkeypatch):
     assert "\n" not in str(info.value)
 
 
-def test_unknown_hub_id_offline_is_one_line_user_error(monkeypatch):
+# --------------------------------------------------------------------------- model names and the Hub
+
+
+@pytest.fixture
+def no_fetching(monkeypatch):
+    """Every way a model could be fetched (a built-in model's wheels, the Hub, transformers) fails the test."""
+    import huggingface_hub
+    import transformers
+
+    def fetch(*args, **kwargs):
+        raise AssertionError(f"fetched: {args} {kwargs}")
+
+    monkeypatch.setattr(catalog.CatalogEntry, "ensure", fetch)
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", fetch)
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", fetch)
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fetch)
+    monkeypatch.setattr(sources, "_reached", set())
+
+
+@pytest.mark.parametrize(("name", "guess"), [
+    ("smollm2x-typo", "smollm2"), ("gemma4", "gemma"), ("SmolLM-135M", "smollm2-135m-instruct"), ("my model", None),
+    ("llama", None)])
+def test_a_name_that_is_no_model_is_refused_listing_the_catalogue(no_fetching, tmp_path, monkeypatch, name, guess):
+    monkeypatch.chdir(tmp_path)  # no directory of that name here
+    with pytest.raises(UnknownModel) as info:
+        load_model(name, device="cpu")
+    message = str(info.value)
+    assert message.startswith(f"unknown model {name!r}: ") and "\n" not in message
+    for entry in catalog.ENTRIES:  # the whole catalogue, with each model's other names
+        assert entry.name in message
+        assert all(alias in message for alias in entry.aliases if alias.lower() != entry.name)
+    assert (f"did you mean {guess}?" in message) if guess else "did you mean" not in message
+    assert "org/name" in message and ".gguf" in message and "directory" in message
+
+
+@pytest.mark.parametrize("name", ["smollm2", "gemma-3-270m", "GEMMA3", "default", " SmolLM2-135M-Instruct "])
+def test_built_in_names_and_aliases_name_their_model(name):
+    source = sources.model_source(name)
+    assert source.kind == "builtin" and source.entry is not None and source.entry.matches(name)
+
+
+def test_what_a_name_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local-model").mkdir()
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    assert sources.model_source("local-model").kind == "directory"
+    assert sources.model_source("local-model").path == (tmp_path / "local-model").resolve()
+    assert sources.model_source("model.gguf").kind == "gguf"
+    for hub_id in ("HuggingFaceTB/SmolLM2-360M-Instruct", "google/gemma-3-1b-it", "org_1/name.v2"):
+        assert sources.model_source(hub_id) == sources.ModelSource(hub_id, "hub")
+    (tmp_path / "models").mkdir()
+    with pytest.raises(UserError, match="model path not found: models/tiny"):  # a folder here: a path, not an id
+        sources.model_source("models/tiny")
+    for odd in ("a/b/c", "org/", "/name", "org/na me"):  # not org/name; some are paths that do not exist
+        with pytest.raises(UserError):
+            sources.model_source(odd)
+
+
+def fake_hub_cache(root: Path, repo_id: str) -> None:
+    """The layout huggingface_hub keeps a downloaded model in: refs/main names a snapshot holding config.json."""
+    folder = root / ("models--" + repo_id.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text("0" * 40)
+    (folder / "snapshots" / ("0" * 40)).mkdir(parents=True)
+    (folder / "snapshots" / ("0" * 40) / "config.json").write_text("{}")
+
+
+def test_a_cached_hub_model_asks_nothing_of_the_hub(no_fetching, tmp_path, monkeypatch):
     import huggingface_hub.constants as hf_constants
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    fake_hub_cache(tmp_path, "some-org/cached-model")
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    sources.check_reachable(sources.model_source("some-org/cached-model"))  # no request (it would fail the test)
+    with pytest.raises(HubUnreachable):  # while another id, not cached, is refused
+        sources.check_reachable(sources.model_source("some-org/other-model"))
+
+
+def test_offline_mode_refuses_a_hub_model_not_cached_at_once(no_fetching, tmp_path, monkeypatch):
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(UserError) as info:
         load_model("snapkv-test-no-such-org/no-such-model-xyz", device="cpu")
-    msg = str(info.value)
-    assert msg.startswith("could not load model 'snapkv-test-no-such-org/no-such-model-xyz': ")
-    assert "Hugging Face id" in msg
-    assert "\n" not in msg
-    assert info.value.__suppress_context__  # raised "from None": no chained traceback
+    message = str(info.value)
+    assert message.startswith("model 'snapkv-test-no-such-org/no-such-model-xyz' is not in the Hugging Face cache")
+    assert "HF_HUB_OFFLINE is set" in message and ".gguf" in message and "local model directory" in message
+    assert "\n" not in message
+
+
+def test_an_unreachable_hub_fails_after_one_short_request(no_fetching, tmp_path, monkeypatch):
+    import huggingface_hub
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    requests = []
+
+    def unreachable(url, **kwargs):
+        requests.append((url, kwargs))
+        raise ConnectionError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", unreachable)
+    with pytest.raises(HubUnreachable) as info:
+        load_model("some-org/some-model", device="cpu")
+    message = str(info.value)
+    assert "the Hub cannot be reached ([Errno -2] Name or service not known)" in message
+    for option in ("HF_HUB_OFFLINE=1", "local model directory", ".gguf file", "built-in model"):
+        assert option in message
+    assert len(requests) == 1  # one request, no retries
+    url, kwargs = requests[0]
+    assert url.endswith("some-org/some-model/resolve/main/config.json")
+    assert 0 < kwargs["timeout"] <= 10 and not kwargs.get("retry_on_errors")
+
+
+def hub_error(kind):
+    """An error of ``kind`` as huggingface_hub raises it for an HTTP answer (made without a real response)."""
+    error = kind.__new__(kind)
+    error.args = ("404 Client Error",)
+    return error
+
+
+@pytest.mark.parametrize(("kind", "fragment"), [("RepositoryNotFoundError", "is not on the Hugging Face Hub"),
+                                                ("GatedRepoError", "is gated")])
+def test_a_hub_without_the_model_says_so(no_fetching, tmp_path, monkeypatch, kind, fragment):
+    import huggingface_hub
+    import huggingface_hub.constants as hf_constants
+    import huggingface_hub.errors as hf_errors
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+
+    def missing(url, **kwargs):
+        raise hub_error(getattr(hf_errors, kind))
+
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", missing)
+    with pytest.raises(HubModelNotFound, match=fragment):
+        load_model("some-org/no-such-model", device="cpu")
+
+
+def test_a_hub_that_has_the_model_lets_the_loader_fetch_it(tmp_path, monkeypatch):
+    import huggingface_hub
+    import huggingface_hub.constants as hf_constants
+    import transformers
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(sources, "_reached", set())
+    asked, loaded = [], []
+    monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", lambda url, **kwargs: asked.append(url))
+
+    def from_pretrained(source, **kwargs):
+        loaded.append(source)
+        raise OSError("stop here")
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", from_pretrained)
+    for _ in range(2):
+        with pytest.raises(UserError, match="could not load model 'some-org/some-model': stop here"):
+            load_model("some-org/some-model", device="cpu")
+    assert len(asked) == 1 and loaded == ["some-org/some-model"] * 2  # the Hub is asked once per process
+
+
+def test_a_real_request_for_a_model_not_cached_ends_in_a_user_error(tmp_path, monkeypatch):
+    """No stand-in: without network (the usual test machine) the Hub cannot be reached; with it, it has no such
+    model. Either way one line, and nothing downloaded."""
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", False)
+    with pytest.raises((HubUnreachable, HubModelNotFound)) as info:
+        sources.check_reachable(sources.model_source("snapkv-test-no-such-org/no-such-model-xyz"))
+    assert "\n" not in str(info.value)
+    assert not any(tmp_path.iterdir())
 
 
 def test_short_reason():

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..documents import Document, load_document
+from ..documents import Document, load_document, megabytes
 from ..runner import RunOptions
 from .jobs import Job
 from .lines import describe_error, error_line
@@ -83,11 +83,12 @@ class Recorder:
 
 def read_document(task: Task, options: RunOptions, recorder: Recorder,
                   describe: Callable[[BaseException], str] = describe_error) -> Document | None:
-    """``task``'s document, read with the job's pages (else the run's); None when it cannot be read (an error line
-    for each of its questions is written then, and the batch goes on)."""
+    """``task``'s document, read with the job's pages (else the run's) and the run's size limit; None when it cannot
+    be read (an error line for each of its questions is written then, and the batch goes on)."""
     recorder.status(f"Reading {task.job.document}...")
     try:
-        return load_document(task.job.document, pages=task.job.pages or options.pages)
+        return load_document(task.job.document, pages=task.job.pages or options.pages,
+                             max_bytes=megabytes(options.max_document_mb))
     except Exception as error:
         recorder.fail(task, describe(error))
         return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ..documents import DOCUMENT_SUFFIXES
+from ..documents import DOCUMENT_SUFFIXES, parse_page_ranges
 from ..errors import BadJob, UserError
 from ..prompting import TRUNCATIONS, Template, load_template
 
@@ -132,7 +132,12 @@ def parse_job(data: dict, default_questions: Sequence[str], source: str, line: i
             raise BadJob(source, line, "no question: give question or questions, or questions for every job")
     options = {}
     if data.get("pages") is not None:
-        options["pages"] = _text(data["pages"], "pages", source, line)
+        pages = _text(data["pages"], "pages", source, line)
+        try:
+            parse_page_ranges(pages)  # its form now; whether the document has those pages when it is read
+        except UserError as error:
+            raise BadJob(source, line, str(error)) from None
+        options["pages"] = pages
     if data.get("truncate") is not None:
         truncate = data["truncate"]
         if truncate not in TRUNCATIONS:

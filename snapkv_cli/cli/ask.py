@@ -10,7 +10,7 @@ from . import console
 from .app import app
 from .errors import fail_cleanly
 from .inputs import ARGUMENTS, document_and_questions
-from .options import Output, run_options
+from .options import Output, RunChoices, run_options
 
 
 @app.command()
@@ -24,16 +24,18 @@ def ask(
     questions_file: Optional[str] = typer.Option(
         None, "--questions", help="A file of questions, one per line (- for stdin)."),
     *,
-    options,
+    choices: RunChoices,
     output: Output,
 ) -> None:
     """Answer a question about a document; the answer streams to stdout, the report goes to stderr.
 
     Several questions (-Q ... -Q ..., --questions FILE) share one prefill of the document.
     """
+    document_path, asked = document_and_questions(inputs, questions, questions_file)
+    document = choices.read(document_path)  # bad input fails here, before the engine (torch) is imported
+    options = choices.build()
     from ..runner import Runner
     from .presenters import AnswerPresenter
 
-    document_path, asked = document_and_questions(inputs, questions, questions_file)
     runner = Runner(options, AnswerPresenter(console.stderr, quiet=output.quiet, as_json=output.as_json))
-    runner.ask(runner.read(document_path), asked)
+    runner.ask(document, asked)

@@ -17,7 +17,7 @@ from . import console
 from .app import app
 from .errors import fail_cleanly, message
 from .inputs import read_questions
-from .options import Output, run_options
+from .options import Output, RunChoices, run_options
 
 BATCH_PANEL = "Batch"
 
@@ -57,7 +57,7 @@ def batch(
         None, "--workers", min=1, rich_help_panel=BATCH_PANEL,
         help="Ray actors to start (default: one per GPU of the cluster, else one per node)."),
     *,
-    options,
+    choices: RunChoices,
     output: Output,
 ) -> None:
     """Ask the same questions of many documents: one JSON line per answer (ask's --json object plus the job's id).
@@ -68,11 +68,7 @@ def batch(
 
     A document or question that fails gets an "error" line and the batch goes on; the exit code is then 1.
     """
-    from ..batch.driver import run_batch
     from ..batch.jobs import jobs_from_paths, read_jobs
-    from ..batch.local import LocalExecutor
-    from ..batch.output import AnswerFile, StreamOutput
-    from .batch_presenter import BatchProgress
 
     if documents == ["-"] and jobs_file is None:  # jobs on stdin (a batch reads no document from stdin)
         documents, jobs_file = None, "-"
@@ -91,6 +87,12 @@ def batch(
         raise typer.BadParameter("give the questions to ask: -Q QUESTION or --questions FILE", param_hint="-Q")
     else:
         jobs = jobs_from_paths(documents, asked)
+    options = choices.build()  # the engine (torch) is imported here, once the jobs are known to be sound
+
+    from ..batch.driver import run_batch
+    from ..batch.local import LocalExecutor
+    from ..batch.output import AnswerFile, StreamOutput
+    from .batch_presenter import BatchProgress
 
     if ray or ray_address:
         from ..batch.ray_executor import RayExecutor

@@ -18,7 +18,7 @@ from ..errors import UserError
 from . import console
 from .app import app
 from .errors import fail_cleanly, message
-from .options import Output, run_options
+from .options import Output, RunChoices, run_options
 
 PROMPT = "> "
 
@@ -29,18 +29,20 @@ PROMPT = "> "
 def chat(
     doc: str = typer.Argument(..., metavar="DOC", help="Document (PDF, .txt, .md, .html); questions come from stdin."),
     *,
-    options,
+    choices: RunChoices,
     output: Output,
 ) -> None:
     """Ask question after question about one document, read once: one question per line on stdin, Ctrl-D to leave."""
-    from ..runner import Runner
-    from .presenters import ChatPresenter
-
     if doc == "-":
         raise UserError("snapkv chat reads your questions from stdin, so the document cannot come from stdin: "
                         "give the document as a file path")
+    document = choices.read(doc)  # bad input fails here, before the engine (torch) is imported
+    options = choices.build()
+    from ..runner import Runner
+    from .presenters import ChatPresenter
+
     runner = Runner(options, ChatPresenter(console.stderr, quiet=output.quiet, as_json=output.as_json))
-    code = run_chat(runner, runner.read(doc))
+    code = run_chat(runner, document)
     if code:
         raise typer.Exit(code)
 

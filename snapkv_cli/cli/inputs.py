@@ -1,17 +1,21 @@
 """What to read and what to ask: ``[DOC] [QUESTION]`` arguments, ``--question``s and ``--questions FILE``.
 
 One rule for every command that takes a document and questions (``ask``, ``inspect``): the positional question (if
-any) comes first, then the ``--question``s in order, then the file's lines. A lone argument with the document piped
-in on stdin is the question.
+any) comes first, then the ``--question``s in order, then the file's lines. A lone argument is the question when the
+document is piped in on stdin, unless it names a document (an existing file, or a path such as ``notes.txt`` or
+``./report``): then it is the document, and the question is missing.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import TextIO
 
 import typer
 
+from ..documents import DOCUMENT_SUFFIXES
 from ..errors import UserError
 
 ARGUMENTS = "DOC QUESTION"
@@ -50,12 +54,22 @@ def _stdin_is_terminal() -> bool:
         return False
 
 
+def names_a_document(argument: str) -> bool:
+    """Whether a lone argument is a document rather than a question: it exists, or it is one word written as a path
+    (a document's file name ending, or a start such as ``./``, ``/`` or ``~``)."""
+    if os.path.lexists(argument):
+        return True
+    if not argument or any(character.isspace() for character in argument):
+        return False
+    return Path(argument).suffix.lower() in DOCUMENT_SUFFIXES or argument.startswith(("/", "./", "../", "~"))
+
+
 def document_and_questions(inputs: list[str] | None, options: list[str] | None = None,
                            questions_file: str | None = None) -> tuple[str, list[str]]:
     """(document path, questions) from the arguments, the repeated ``--question`` and ``--questions FILE``."""
     inputs = list(inputs or [])
     terminal = _stdin_is_terminal()
-    if not options and questions_file is None and len(inputs) == 1:
+    if not options and questions_file is None and len(inputs) == 1 and not names_a_document(inputs[0]):
         if terminal:
             raise typer.BadParameter("give a document and a question, or pipe the document in",
                                      param_hint=ARGUMENTS)
@@ -76,7 +90,9 @@ def document_and_questions(inputs: list[str] | None, options: list[str] | None =
     if questions_file is not None:
         questions += read_questions(questions_file)
     if not questions:
-        raise typer.BadParameter("give a question (QUESTION, --question or --questions FILE)", param_hint=ARGUMENTS)
+        about = "" if document_path == "-" else f" about {document_path}"
+        raise typer.BadParameter(f"give a question{about} (QUESTION, --question or --questions FILE)",
+                                 param_hint=ARGUMENTS)
     if any(not question.strip() for question in questions):
         raise UserError("a question is empty: every question needs some text")
     return document_path, questions

@@ -13,7 +13,7 @@ from . import console
 from .app import app
 from .errors import fail_cleanly
 from .inputs import ARGUMENTS, document_and_questions
-from .options import Output, run_options
+from .options import Output, RunChoices, run_options
 
 
 @app.command()
@@ -31,14 +31,15 @@ def inspect(
     full: bool = typer.Option(
         False, "--full", help="Shade the whole prompt (paged on a terminal), not only the most-kept passages."),
     html: Optional[Path] = typer.Option(None, "--html", help="Write a self-contained HTML view to this file."),
-    png: Optional[Path] = typer.Option(None, "--png", help="Write a layers x positions heatmap to this PNG file."),
+    png: Optional[Path] = typer.Option(
+        None, "--png", help="Write a layers x positions heatmap to this PNG file (--find texts marked on it)."),
     png_scores: bool = typer.Option(
         False, "--png-scores", help="The heatmap shows pooled scores instead of kept share."),
     find: Optional[list[str]] = typer.Option(
         None, "--find", help="Count, for each place this text occurs in the prompt, the (layer, KV head) pairs "
                              "that kept all, some or none of its tokens (repeatable; \"found\" in the JSON)."),
     *,
-    options,
+    choices: RunChoices,
     output: Output,
 ) -> None:
     """Show which document tokens the compressed cache kept (same prefill and selection as ask)."""
@@ -46,9 +47,7 @@ def inspect(
 
     from rich.console import Console
 
-    from ..runner import Runner
     from ..views.atomic import check_writable
-    from .presenters import ProgressPresenter
 
     document_path, questions = document_and_questions(inputs)
     if len(questions) != 1:
@@ -58,14 +57,17 @@ def inspect(
             check_writable(path)
     if png_scores and png is None:
         raise UserError("--png-scores needs --png FILE")
+    document = choices.read(document_path)  # bad input fails here, before the engine (torch) is imported
+    searched = check_searched(find or [], document.text, questions[0])
+    options = choices.build()
 
     from ..inspection import inspect_answer
+    from ..runner import Runner
+    from .presenters import ProgressPresenter
 
     presenter = ProgressPresenter(console.stderr, quiet=output.quiet)
     runner = Runner(options, presenter)
     try:
-        document = runner.read(document_path)
-        searched = check_searched(find or [], document.text, questions[0])
         check_layer_and_head(runner.loaded.model.config, layer, head)
         result = runner.answer(runner.open(document, questions=1), questions[0], total=1, generate=answer)
         presenter.progress("Reading the cache...")
@@ -84,7 +86,7 @@ def inspect(
             from ..views.heatmap import write_heatmap
 
             presenter.progress(f"Writing {png}...")
-            write_heatmap(inspection, png, scores=png_scores, head=head)
+            write_heatmap(inspection, png, scores=png_scores, head=head, found=found)
     finally:
         presenter.close()
     if output.as_json:

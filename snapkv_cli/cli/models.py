@@ -40,10 +40,13 @@ def models_pull(
     name: Optional[str] = typer.Argument(None, help="Model to fetch (default: the default model)."),
 ) -> None:
     """Fetch and convert a model now, so later runs need no network."""
-    from ..models.catalog import find
+    from ..models.sources import check_reachable, model_source
+
+    origin = model_source(name)  # a name that is no model fails here, before torch is imported
+    check_reachable(origin)
     from ..models.loader import load_model
 
-    entry = find(name)
+    entry = origin.entry
     if entry is not None and entry.notice:
         console.stderr.print(entry.notice, markup=False, soft_wrap=True)
     with console.stderr.status("Fetching model...", spinner="dots") as status:

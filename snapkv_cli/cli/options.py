@@ -1,9 +1,12 @@
 """The options every model-running command shares, declared once, and the :class:`RunOptions` they become.
 
 :func:`run_options` adds every option in :data:`RUN_OPTIONS` to a command's signature (Typer reads signatures) and
-hands the command one ``options: RunOptions`` built from them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
-take the same options with the same names, defaults, environment variables and checks. To give every such command
-a new option: add its :class:`SharedOption` to :data:`RUN_OPTIONS` and use its value in :func:`build_run_options`.
+hands the command one ``choices: RunChoices`` made of them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
+take the same options with the same names, defaults, environment variables and checks. The checks come in two
+steps, so that a mistake is reported before torch is imported: :func:`check_run_values` (the values' form, the
+template, the compression settings) and the command's reading of its documents, then :meth:`RunChoices.build` (the
+model's name, then the engine). To give every such command a new option: add its :class:`SharedOption` to
+:data:`RUN_OPTIONS` and use its value in :func:`check_run_values` or :meth:`RunChoices.build`.
 The compression options (:data:`SETTING_OPTIONS`) are generated from the settings' declaration
 (:mod:`snapkv_cli.engine.settings`): a compression setting declared with a flag needs nothing here.
 :data:`MODEL_OPTIONS` are the ones the benchmarks take too (:func:`model_options`).
@@ -21,9 +24,19 @@ import typer
 
 from ..defaults import MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS, cli_setting
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
-from ..documents import DEFAULT_MAX_DOCUMENT_MB, MAX_DOCUMENT_MB_ENV
+from ..documents import (
+    DEFAULT_MAX_DOCUMENT_MB,
+    MAX_DOCUMENT_MB_ENV,
+    Document,
+    load_document,
+    megabytes,
+    parse_page_ranges,
+)
 from ..engine.settings import CompressionSettings, Setting, alternatives, settings_declarations
 from ..errors import InvalidValue, UserError
+from ..models.placement import parse_device, parse_dtype
+from ..models.sources import check_reachable, model_source
+from ..prompting import TRUNCATIONS, Template, load_template
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
 
@@ -48,7 +61,8 @@ def _option(name: str, annotation, default, *flags: str, panel: str, **kwargs) -
 
 MODEL_OPTIONS: tuple[SharedOption, ...] = (
     _option("model", Optional[str], None, "--model", "-m", envvar="SNAPKV_MODEL", panel=MODEL_PANEL,
-            help="Hugging Face id, local directory or .gguf file (default: SmolLM2-135M-Instruct)."),
+            help="A built-in model (snapkv models list), a local directory, a .gguf file or a Hugging Face id "
+                 "org/name (default: SmolLM2-135M-Instruct)."),
     _option("device", str, "auto", "--device", envvar="SNAPKV_DEVICE", panel=MODEL_PANEL,
             help="auto, cpu, cuda or cuda:N."),
     _option("dtype", str, "auto", "--dtype", panel=MODEL_PANEL, help="auto, float32, bfloat16 or float16."),
@@ -139,37 +153,76 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + SETTING_OPTIONS + (
 )
 
 
-def build_run_options(values: dict):
-    """The :class:`~snapkv_cli.runner.RunOptions` of the parsed shared options, checked before any model loads."""
-    from ..generation import GenerationOptions
-    from ..prompting import TRUNCATIONS, load_template
-    from ..runner import RunOptions
+@dataclass(frozen=True)
+class RunChoices:
+    r"""The shared options of a command that runs the model, as given, with every check that needs neither torch nor
+    a model already done (:func:`check_run_values`), the compression settings among them.
 
-    truncate = values["truncate"]
-    if truncate is not None and truncate not in TRUNCATIONS:
-        raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
-    template = load_template(values["template"])
+    A command reads its documents with :meth:`read` (a missing file, a directory, a page out of range fail here, in
+    a fraction of a second), then :meth:`build`\ s the :class:`~snapkv_cli.runner.RunOptions`, which checks the
+    model's name and imports the engine (torch).
+    """
+
+    values: dict
+    settings: CompressionSettings
+    template: Template
+
+    def read(self, path: str, *, stdin=None) -> Document:
+        """The document at ``path`` (``-``: stdin) with the options' pages and size limit."""
+        return load_document(path, pages=self.values["pages"], stdin=stdin,
+                             max_bytes=megabytes(self.values["max_document_mb"]))
+
+    def build(self):
+        """The :class:`~snapkv_cli.runner.RunOptions`. The model's name is checked first, still without torch (a name
+        that is no model fails here, before any download; a Hugging Face model that is not cached is looked for on
+        the Hub, an error within seconds when the Hub cannot be reached)."""
+        check_reachable(model_source(self.values["model"]))
+        from ..generation import GenerationOptions
+        from ..runner import RunOptions
+
+        values = self.values
+        generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
+                                       seed=values["seed"], prefill_chunk=values["prefill_chunk"])
+        return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
+                          device_map=values["device_map"], settings=self.settings, generation=generation,
+                          pages=values["pages"], max_document_mb=values["max_document_mb"], template=self.template,
+                          truncate=values["truncate"],
+                          doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
+
+
+def compression_settings(values: dict) -> CompressionSettings:
+    """The compression settings of the parsed options (torch-free): the default method with the settings it comes
+    with unless the options say otherwise."""
     given = {option.name: values[option.name] for option in SETTING_OPTIONS if values[option.name] is not None}
     for name, declared in settings_declarations().items():
         if declared.parse is not None and name in given:
             given[name] = declared.parse(given[name])
-    if "method" not in given:  # the default method, with the settings it comes with unless the options say otherwise
+    if "method" not in given:
         given = {**METHOD_SETTINGS, **given, "method": METHOD}
     if values["seed"] is not None:  # the random method's seed is the run's
         given["seed"] = values["seed"]
     try:
-        settings = CompressionSettings(**given)
+        return CompressionSettings(**given)
     except UserError:
         raise
     except ValueError as error:
         raise UserError(str(error)) from None
-    generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                   seed=values["seed"], prefill_chunk=values["prefill_chunk"])
-    return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
-                      device_map=values["device_map"], settings=settings, generation=generation,
-                      pages=values["pages"], max_document_mb=values["max_document_mb"], template=template,
-                      truncate=truncate,
-                      doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
+
+
+def check_run_values(values: dict) -> RunChoices:
+    """The parsed shared options checked without torch or a model: the truncation, the template, the compression
+    settings, the page selection's form, the device's and dtype's names (the model's name is checked once the
+    documents are read, by :meth:`RunChoices.build`)."""
+    truncate = values["truncate"]
+    if truncate is not None and truncate not in TRUNCATIONS:
+        raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
+    template = load_template(values["template"])
+    settings = compression_settings(values)
+    if values["pages"]:
+        parse_page_ranges(values["pages"])
+    parse_device(values["device"])
+    parse_dtype(values["dtype"])
+    return RunChoices(values, settings, template)
 
 
 @dataclass(frozen=True)
@@ -185,7 +238,7 @@ def _with_shared(shared: tuple[SharedOption, ...], build: Callable[[dict], dict]
 
     def decorate(command):
         signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name not in ("options", "output")]
+        own = [p for p in signature.parameters.values() if p.name not in ("options", "choices", "output")]
         names = [option.name for option in shared]
 
         @functools.wraps(command)
@@ -201,9 +254,10 @@ def _with_shared(shared: tuple[SharedOption, ...], build: Callable[[dict], dict]
 
 
 def run_options(command):
-    """Give ``command`` every shared option; it receives ``options: RunOptions`` and ``output: Output``."""
+    """Give ``command`` every shared option; it receives them checked as ``choices: RunChoices`` (it reads its
+    documents with them, then builds its ``RunOptions``) and ``output: Output``."""
     return _with_shared(RUN_OPTIONS, lambda values: {
-        "options": build_run_options(values), "output": Output(values["as_json"], values["quiet"])})(command)
+        "choices": check_run_values(values), "output": Output(values["as_json"], values["quiet"])})(command)
 
 
 def model_options(command):
@@ -211,6 +265,9 @@ def model_options(command):
     (model, device, dtype, device map and prefill chunk set; the rest at their defaults)."""
 
     def build(values: dict) -> dict:
+        parse_device(values["device"])  # the names are checked before torch is imported
+        parse_dtype(values["dtype"])
+        check_reachable(model_source(values["model"]))
         from ..generation import GenerationOptions
         from ..runner import RunOptions
 

@@ -14,20 +14,12 @@ import torch
 from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
 from snapkv_cli.models import catalog, local_gguf
 from snapkv_cli.models.hf_utils import quiet_transformers, set_hf_env, short_reason
-from snapkv_cli.paths import refuse_overlong
+from snapkv_cli.models.placement import parse_device, parse_dtype
+from snapkv_cli.models.sources import check_reachable, model_source
 
 set_hf_env()
 
 Progress = Callable[[str], None]
-
-_DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
 
 # torch.OutOfMemoryError is new in torch 2.5; older versions only have the CUDA one.
 _OOM: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
@@ -58,48 +50,29 @@ def is_base_model(tokenizer: Any, entry: catalog.CatalogEntry | None = None) -> 
 
 def resolve_device(device: str) -> torch.device:
     """"auto" -> cuda if available else cpu; "cpu"; "cuda" / "cuda:N" (must exist)."""
-    key = (device or "auto").strip().lower()
-    if key == "auto":
+    kind, index = parse_device(device)
+    if kind == "auto":
         return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    if key == "cpu":
+    if kind == "cpu":
         return torch.device("cpu")
-    if key == "cuda" or key.startswith("cuda:"):
-        index: int | None = None
-        if key != "cuda":
-            suffix = key[len("cuda:") :]
-            if not suffix.isdigit():
-                raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
-            index = int(suffix)
-        if not torch.cuda.is_available():
-            raise DeviceUnavailable(device, "CUDA is not available")
-        if index is not None and index >= torch.cuda.device_count():
-            raise UserError(
-                f"device '{device}' does not exist (this machine has {torch.cuda.device_count()} CUDA "
-                f"device(s)); use cuda:0..cuda:{torch.cuda.device_count() - 1}"
-            )
-        return torch.device("cuda", index) if index is not None else torch.device("cuda")
-    raise UserError(f"unknown device '{device}'; use auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise DeviceUnavailable(device, "CUDA is not available")
+    if index is not None and index >= torch.cuda.device_count():
+        raise UserError(
+            f"device '{device}' does not exist (this machine has {torch.cuda.device_count()} CUDA "
+            f"device(s)); use cuda:0..cuda:{torch.cuda.device_count() - 1}"
+        )
+    return torch.device("cuda", index) if index is not None else torch.device("cuda")
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """"auto" -> bfloat16 on CUDA with bf16 support, else float16 on CUDA, float32 on CPU."""
-    key = (dtype or "auto").strip().lower()
-    if key == "auto":
+    name = parse_dtype(dtype)
+    if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
-    if key in _DTYPES:
-        return _DTYPES[key]
-    raise UserError(f"unknown dtype '{dtype}'; use auto, float32 (fp32), bfloat16 (bf16) or float16 (fp16)")
-
-
-def _looks_like_path(name: str) -> bool:
-    return (
-        name.startswith(("./", "../", "/", "~", ".\\", "..\\"))
-        or name.endswith(("/", "\\"))
-        or name in (".", "..")
-        or name.lower().endswith(".gguf")
-    )
+    return getattr(torch, name)
 
 
 def load_model(
@@ -115,7 +88,9 @@ def load_model(
     ``name``: None -> the default model (SmolLM2-135M-Instruct); a built-in model's name or alias
     (``gemma3-270m``) -> that model, fetched and converted once into the cache; a path ending in
     ``.gguf`` -> that file, converted once and cached by its content hash; an existing directory ->
-    ``from_pretrained``; anything else -> a Hugging Face id.
+    ``from_pretrained``; an ``org/name`` Hugging Face id -> fetched by transformers on first use (refused within
+    seconds when it is not cached and the Hub cannot be reached); any other name is an error
+    (:func:`snapkv_cli.models.sources.model_source`).
     With ``device_map`` set, placement is left to transformers/accelerate.
     """
     say = progress or (lambda _msg: None)
@@ -123,30 +98,18 @@ def load_model(
     torch_dtype = resolve_dtype(dtype, torch_device)
     started = time.monotonic()
 
-    entry = catalog.find(name)
-    if entry is not None:
+    origin = model_source(name)  # a typo fails here, before anything is fetched
+    check_reachable(origin)
+    entry = origin.entry
+    display = origin.name
+    if origin.kind == "builtin":
         source = str(entry.ensure(progress=say))
-        display = entry.name
+    elif origin.kind == "gguf":
+        source = str(_converted_gguf(display, origin.path, say))
+    elif origin.kind == "directory":
+        source = str(origin.path)
     else:
-        assert name is not None
-        raw = name.strip()
-        display = raw
-        path = Path(raw).expanduser()
-        refuse_overlong(path)
-        if raw.lower().endswith(".gguf"):
-            if not path.is_file():
-                raise UserError(f"model path not found: {raw}; pass an existing .gguf file")
-            source = str(_converted_gguf(raw, path, say))
-        elif path.is_dir():
-            source = str(path.resolve())
-        elif path.exists():
-            raise UserError(f"model path {raw} is a file, not a model directory; pass a directory or a .gguf file")
-        elif _looks_like_path(raw):
-            raise UserError(
-                f"model path not found: {raw}; pass an existing directory, a .gguf file or a Hugging Face id"
-            )
-        else:
-            source = raw  # a Hugging Face id
+        source = display  # a Hugging Face id
 
     say(f"Loading {display} ({torch_dtype_name(torch_dtype)}, {torch_device})...")
     model, tokenizer = _from_pretrained(display, source, torch_dtype, torch_device, attn_implementation, device_map)

@@ -1,4 +1,5 @@
-"""A PNG heatmap of an inspection: layers x prompt positions, with the window and page boundaries marked.
+"""A PNG heatmap of an inspection: layers x prompt positions, with the window, page boundaries and the ``--find``
+texts' occurrences marked (a frame over every layer and a triangle above it, one colour per text, named in a legend).
 
 Each cell is the share of KV heads that kept the position (or one head's kept/not kept with ``head``), or with
 ``scores=True`` the policy's pooled score, divided by the layer and head's largest score outside the window and
@@ -14,10 +15,11 @@ import warnings
 
 import numpy as np
 
-from ..inspection import Inspection
+from ..inspection import Inspection, Occurrence
 from .atomic import atomic_output
 
 MAX_COLUMNS = 2400
+FOUND_COLOURS = ("#00a651", "#00b4d8", "#b5179e", "#8ac926")  # one per --find text, in turn
 SCORE_FLOOR = 1e-3  # relative scores below this share the darkest colour
 
 
@@ -51,8 +53,9 @@ def binned(values: np.ndarray, columns: int = MAX_COLUMNS) -> np.ndarray:
         return np.nanmean(padded.reshape(values.shape[0], -1, width), axis=2)
 
 
-def draw(inspection: Inspection, *, scores: bool = False, head: int | None = None):
-    """The matplotlib Figure (Agg canvas)."""
+def draw(inspection: Inspection, *, scores: bool = False, head: int | None = None,
+         found: tuple[list[Occurrence], ...] = ()):
+    """The matplotlib Figure (Agg canvas); ``found``: each ``--find`` text's occurrences, marked."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import LogNorm, Normalize
@@ -105,12 +108,32 @@ def draw(inspection: Inspection, *, scores: bool = False, head: int | None = Non
             axes.axvline(edge, color="#444", linewidth=0.8, linestyle=":")
     top.set_xticks(positions, labels, fontsize=8)
     top.tick_params(length=0)
+    mark_found(axes, found, rows)
     return figure
 
 
+def mark_found(axes, found: tuple[list[Occurrence], ...], rows: int) -> None:
+    """Frame each occurrence of each searched text over every layer, with a triangle above it (visible even when the
+    occurrence is narrower than a pixel), in the text's colour; a legend names the texts."""
+    from matplotlib.lines import Line2D
+
+    handles = []
+    for index, occurrences in enumerate(occurrence_list for occurrence_list in found if occurrence_list):
+        colour = FOUND_COLOURS[index % len(FOUND_COLOURS)]
+        for occurrence in occurrences:
+            axes.axvspan(occurrence.start, occurrence.end, facecolor="none", edgecolor=colour, linewidth=1.3)
+            axes.plot((occurrence.start + occurrence.end) / 2, -0.5, marker="v", markersize=7, color=colour,
+                      clip_on=False, linestyle="none")
+        count = len(occurrences)
+        handles.append(Line2D([], [], marker="v", color=colour, linestyle="none",
+                              label=f"--find {occurrences[0].text!r} ({count} occurrence{'s' if count > 1 else ''})"))
+    if handles:
+        axes.legend(handles=handles, loc="lower left", fontsize=8, framealpha=0.85)
+
+
 def write_heatmap(inspection: Inspection, path: str | os.PathLike, *, scores: bool = False,
-                  head: int | None = None) -> None:
+                  head: int | None = None, found: tuple[list[Occurrence], ...] = ()) -> None:
     """Draw and save the PNG to ``path`` atomically (a partial image is never left behind)."""
-    figure = draw(inspection, scores=scores, head=head)
+    figure = draw(inspection, scores=scores, head=head, found=found)
     with atomic_output(path, binary=True) as file:
         figure.savefig(file, format="png")
