@@ -40,12 +40,14 @@ def models_pull(
     name: Optional[str] = typer.Argument(None, help="Model to fetch (default: the default model)."),
 ) -> None:
     """Fetch and convert a model now, so later runs need no network."""
-    from ..models.catalog import find
     from ..models.loader import load_model
+    from .presenters import ProgressPresenter
 
-    entry = find(name)
-    if entry is not None and entry.notice:
-        console.stderr.print(entry.notice, markup=False, soft_wrap=True)
-    with console.stderr.status("Fetching model...", spinner="dots") as status:
-        loaded = load_model(name, device="cpu", dtype="float32", progress=status.update)
+    presenter = ProgressPresenter(console.stderr)
+    try:
+        presenter.progress("Fetching model...")
+        loaded = load_model(name, device="cpu", dtype="float32", progress=presenter.progress,
+                            notice=presenter.notice)
+    finally:
+        presenter.close()
     typer.echo(loaded.source)

@@ -109,6 +109,7 @@ def load_model(
     attn_implementation: str | None = None,
     device_map: str | None = None,
     progress: Progress | None = None,
+    notice: Progress | None = None,
 ) -> LoadedModel:
     """Load a model and tokenizer, in eval mode, on the resolved device and dtype.
 
@@ -116,7 +117,9 @@ def load_model(
     (``gemma3-270m``) -> that model, fetched and converted once into the cache; a path ending in
     ``.gguf`` -> that file, converted once and cached by its content hash; an existing directory ->
     ``from_pretrained``; anything else -> a Hugging Face id.
-    With ``device_map`` set, placement is left to transformers/accelerate.
+    With ``device_map`` set, placement is left to transformers/accelerate. ``progress`` hears of each step,
+    ``notice`` of what must be shown whatever the output (a built-in model's terms at its first fetch; unset:
+    ``progress``).
     """
     say = progress or (lambda _msg: None)
     torch_device = resolve_device(device)
@@ -125,7 +128,7 @@ def load_model(
 
     entry = catalog.find(name)
     if entry is not None:
-        source = str(entry.ensure(progress=say))
+        source = str(entry.ensure(progress=say, notice=notice))
         display = entry.name
     else:
         assert name is not None
