@@ -12,8 +12,11 @@ import torch
 from .allocator import return_freed_memory_to_os
 from .defaults import MAX_NEW_TOKENS
 from .engine import CompressionSettings, SnapKVCache, prepare
+from .engine.families import is_attention_module
 from .engine.words import prompt_word_ids
-from .stopping import StopRule
+from .presenters import Presenter
+from .stopping import LOOP_RULE, STOP_REASONS, StopRule
+from .streaming import AnswerText
 
 
 @dataclass
@@ -28,12 +31,21 @@ class GenerationResult:
     decode_s: float
     decode_steps: int  # forwards after the prefill (the first token comes from the prefill's logits)
     reused_prefix_tokens: int = 0
-    stopped_by: str = "eos"  # "eos", "max_new_tokens", or the stop string that ended the answer
+    stopped_by: str = "eos"  # "eos", "max_new_tokens", "repetition", or the stop string that ended the answer
     stop_strings: tuple[str, ...] = ()  # the stop strings in force (none: only the end-of-sequence token)
+    stop_on_repeat: bool = True  # whether the loop rule was in force
+    repeated: str | None = None  # the text of the n-gram that looped, when a loop ended the answer
 
     @property
     def decode_tokens_per_s(self) -> float:
         return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def stop_reason(self) -> str:
+        """Why the answer ended: a key of :data:`snapkv_cli.stopping.STOP_REASONS` (a stop string's is
+        ``stop_string``)."""
+        return self.stopped_by if self.stopped_by in STOP_REASONS and self.stopped_by not in self.stop_strings \
+            else "stop_string"
 
 
 def stop_token_ids(model, tokenizer) -> set[int]:
@@ -49,13 +61,28 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@contextlib.contextmanager
+def counting_layers(model, progress: Presenter, name: str, chunks: int):
+    """Tell ``progress`` of a phase ``name`` that advances by one at every attention layer's forward, over ``chunks``
+    forwards of the model: the prefill's progress, layer by layer (the selection runs inside each layer's forward)."""
+    layers = [module for module in model.modules() if is_attention_module(module)]
+    progress.phase(name, len(layers) * chunks or None, "layers")
+    handles = [layer.register_forward_hook(lambda *_: progress.advance(1)) for layer in layers]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
-            compress: bool = True) -> torch.Tensor:
+            compress: bool = True, progress: Presenter | None = None, phase: str = "Prefill") -> torch.Tensor:
     """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits
     (1, vocab). Raises ``ValueError`` for no tokens (there are no logits to return) or a chunk_size below 1.
 
     With ``chunk_size``, the tokens go in chunks (bounding activation memory); every chunk but the last only stores,
     and the last compresses, so selection stays exact. ``compress=False`` stores everything (a shared prefix).
+    ``progress`` is told of it as the phase ``phase``, one unit per layer and chunk.
     """
     if not input_ids:  # a prompt no longer than its shared prefix, an empty prefix: no logits to return
         raise ValueError("nothing to prefill: the prompt needs at least one token beyond its shared prefix")
@@ -64,15 +91,18 @@ def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, 
     device = model.device
     chunk_size = chunk_size or len(input_ids)
     logits = None
-    for first in range(0, len(input_ids), chunk_size):
-        chunk = torch.tensor([input_ids[first:first + chunk_size]], device=device)
-        positions = torch.arange(start + first, start + first + chunk.shape[1], device=device)
-        is_last = first + chunk_size >= len(input_ids)
-        store_only = isinstance(cache, SnapKVCache) and (not is_last or not compress)
-        with cache.deferred() if store_only else contextlib.nullcontext():
-            output = model(chunk, cache=cache, position_ids=positions[None], cache_position=positions, use_cache=True,
-                           logits_to_keep=1)
-        logits = output.logits[:, -1]
+    counting = counting_layers(model, progress, phase, -(-len(input_ids) // chunk_size)) if progress is not None \
+        else contextlib.nullcontext()
+    with counting:
+        for first in range(0, len(input_ids), chunk_size):
+            chunk = torch.tensor([input_ids[first:first + chunk_size]], device=device)
+            positions = torch.arange(start + first, start + first + chunk.shape[1], device=device)
+            is_last = first + chunk_size >= len(input_ids)
+            store_only = isinstance(cache, SnapKVCache) and (not is_last or not compress)
+            with cache.deferred() if store_only else contextlib.nullcontext():
+                output = model(chunk, cache=cache, position_ids=positions[None], cache_position=positions,
+                               use_cache=True, logits_to_keep=1)
+            logits = output.logits[:, -1]
     if compress and isinstance(cache, SnapKVCache):
         return_freed_memory_to_os()  # the uncompressed layers freed while compressing
     return logits
@@ -90,9 +120,10 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
 class GenerationOptions:
     """How to prefill and decode: ``max_new_tokens`` (also the room kept for the answer in the context),
     ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
-    of that many tokens to bound activation memory; the selection stays exact; None is one pass), and
+    of that many tokens to bound activation memory; the selection stays exact; None is one pass),
     ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
-    model's rule, :data:`snapkv_cli.stopping.BASE_MODEL_STOP`)."""
+    model's rule, :data:`snapkv_cli.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
+    ends there (:data:`snapkv_cli.stopping.LOOP_RULE`)."""
 
     max_new_tokens: int = MAX_NEW_TOKENS
     temperature: float = 0.0
@@ -100,17 +131,20 @@ class GenerationOptions:
     stop_at_eos: bool = True
     prefill_chunk: int | None = None
     stop_strings: tuple[str, ...] = ()
+    stop_on_repeat: bool = True
 
 
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
-                 chunk_size: int | None = None) -> SnapKVCache:
-    """Prefill a question-independent prefix and keep its full KV, ready for :meth:`SnapKVCache.fork`."""
+                 chunk_size: int | None = None, progress: Presenter | None = None,
+                 phase: str = "Prefill") -> SnapKVCache:
+    """Prefill a question-independent prefix and keep its full KV, ready for :meth:`SnapKVCache.fork`
+    (``progress`` is told of it as the phase ``phase``)."""
     prepare(model)
     cache = SnapKVCache(settings=CompressionSettings(method="full", window_size=window_size,
                                                      max_capacity_prompt=window_size + 1),
                         config=model.config, accumulate_attention=accumulate_attention)
     with torch.inference_mode():
-        prefill(model, prefix_ids, cache, chunk_size=chunk_size, compress=False)
+        prefill(model, prefix_ids, cache, chunk_size=chunk_size, compress=False, progress=progress, phase=phase)
     return cache
 
 
@@ -123,11 +157,15 @@ def generate_answer(
     *,
     prefix: SnapKVCache | None = None,
     on_text: Callable[[str], None] | None = None,
+    progress: Presenter | None = None,
 ) -> GenerationResult:
-    """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows.
+    """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows
+    (in whole characters), ``progress`` the prefill's and the decoding's phases.
 
     With ``prefix`` (from :func:`build_prefix` over the first ``prefix.get_seq_length()`` tokens of ``input_ids``),
     only the rest of the prompt is prefilled, on a fork of the prefix, and the selection still sees every key.
+    The answer ends at an end-of-sequence token, a stop string, a loop (``options.stop_on_repeat``) or the token
+    limit; ``stopped_by`` says which.
     """
     prepare(model)
     device = model.device
@@ -140,19 +178,22 @@ def generate_answer(
     prompt_length = len(input_ids)
     generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
     stops = stop_token_ids(model, tokenizer) if options.stop_at_eos else set()
-    rule = StopRule("stop strings", options.stop_strings) if options.stop_strings else None
-    generated: list[int] = []
-    emitted = ""
+    text = AnswerText(tokenizer, StopRule("stop strings", options.stop_strings) if options.stop_strings else None,
+                      on_text)
+    loops = LOOP_RULE.watch() if options.stop_on_repeat else None
+    repeated = None
     decode_steps = 0
     stopped_by = "max_new_tokens"
-    answer = ""
-    watching = on_text is not None or rule is not None
+    beyond = f" after the {start}-token prefix" if start else ""
     with torch.inference_mode():
         synchronize(device)
         started = time.perf_counter()
-        logits = prefill(model, input_ids[start:], cache, start=start, chunk_size=options.prefill_chunk)
+        logits = prefill(model, input_ids[start:], cache, start=start, chunk_size=options.prefill_chunk,
+                         progress=progress, phase=f"Prefill: {prompt_length - start} tokens{beyond}")
         synchronize(device)
         prefill_s = time.perf_counter() - started
+        if progress is not None and options.max_new_tokens:
+            progress.phase(f"Answering: up to {options.max_new_tokens} tokens", options.max_new_tokens, "tokens")
         started = time.perf_counter()
         for step in range(options.max_new_tokens):
             token = _next_token(logits, options.temperature, generator)
@@ -160,19 +201,15 @@ def generate_answer(
             if token_id in stops:
                 stopped_by = "eos"
                 break
-            generated.append(token_id)
-            if watching:  # the text so far is needed at every step only to stream it or to find a stop string
-                text = tokenizer.decode(generated, skip_special_tokens=True)
-                cut = rule.cut(text) if rule is not None else None
-                if cut is not None:
-                    answer, stopped_by = text[:cut[0]], cut[1]
-                    break
-                answer = text
-                if on_text is not None and not text.endswith("\ufffd"):  # wait for the rest of a multi-byte char
-                    shown = rule.safe_length(text) if rule is not None else len(text)
-                    if shown > len(emitted):
-                        on_text(text[len(emitted):shown])
-                        emitted = text[:shown]
+            if progress is not None:
+                progress.advance(1)
+            if text.add(token_id):
+                stopped_by = text.stop_string
+                break
+            looped = loops.add(token_id) if loops is not None else None
+            if looped is not None:
+                stopped_by, repeated = "repetition", tokenizer.decode(list(looped), skip_special_tokens=True)
+                break
             if step + 1 == options.max_new_tokens:
                 break
             position = torch.tensor([prompt_length + step], device=device)
@@ -181,10 +218,8 @@ def generate_answer(
                            use_cache=True).logits[:, -1]
         synchronize(device)
         decode_s = time.perf_counter() - started
-    if not watching:
-        answer = tokenizer.decode(generated, skip_special_tokens=True)
-    if on_text is not None and len(answer) > len(emitted):
-        on_text(answer[len(emitted):])
-    return GenerationResult(answer=answer.strip(), generated_ids=generated, prompt_tokens=prompt_length, cache=cache,
+    answer = text.finish()
+    return GenerationResult(answer=answer, generated_ids=text.ids, prompt_tokens=prompt_length, cache=cache,
                             prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps,
-                            reused_prefix_tokens=start, stopped_by=stopped_by, stop_strings=options.stop_strings)
+                            reused_prefix_tokens=start, stopped_by=stopped_by, stop_strings=options.stop_strings,
+                            stop_on_repeat=options.stop_on_repeat, repeated=repeated)

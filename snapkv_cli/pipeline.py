@@ -17,6 +17,7 @@ from .errors import PromptTooLong, UserError
 from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
 from .models.catalog import default_prefill_chunk, longer_context_alternative
 from .models.loader import LoadedModel, torch_dtype_name
+from .presenters import Presenter
 from .prompting import Prompt, Template, build_prompt
 from .report import DocCacheInfo, PrefixInfo, Report, build_report
 from .stopping import BASE_MODEL_STOP
@@ -60,12 +61,15 @@ class DocumentSession:
     With ``share_prefix=False`` (one question and no document cache) nothing is kept for later: the whole prompt is
     prefilled in one pass and compressed layer by layer as it goes, so at most one layer's uncompressed KV is alive.
     Either way the kept positions and greedy answers are the same, and so are the report's keys.
+
+    ``progress`` (a :class:`~snapkv_cli.presenters.Presenter`) is told of each step: the document's prefill, the
+    question's, the answer's tokens, and the document cache's loading and saving.
     """
 
     def __init__(self, loaded: LoadedModel, document: Document, settings: CompressionSettings, template: Template, *,
                  generation: GenerationOptions = GenerationOptions(), truncate: str | None = None, doc_cache=None,
                  share_prefix: bool = True, attention_sums: bool | None = None,
-                 on_progress: Callable[[str], None] | None = None):
+                 progress: Presenter | None = None):
         try:
             check_supported(loaded.model.config)
         except ValueError as error:
@@ -81,7 +85,7 @@ class DocumentSession:
         # with other settings (a benchmark that asks with several methods)
         self.attention_sums = POLICIES[settings.method].accumulates_attention if attention_sums is None \
             else attention_sums
-        self.on_progress = on_progress or (lambda _message: None)
+        self.progress = progress or Presenter()
         self.prefix: SharedPrefix | None = None
         self.asked = 0
 
@@ -120,22 +124,22 @@ class DocumentSession:
         if self.doc_cache is not None:
             key = prefix_key(self.loaded, self.template, prefix_ids, self.settings.window_size,
                              self.attention_sums, prefill_chunk=self.generation.prefill_chunk)
-            self.on_progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
+            self.progress.progress(f"Loading the document's cache ({len(prefix_ids)} tokens)...")
             lookup = self.doc_cache.load(key, prefix_ids, self.loaded.model)
             status = replace(status, status=lookup.status, reason=lookup.reason, path=str(lookup.path))
             if lookup.cache is not None:
                 return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds,
                                     replace(status, bytes=lookup.bytes))
-        self.on_progress(f"Reading the document: {len(prefix_ids)} tokens...")
         synchronize(self.loaded.device)
         started = time.perf_counter()
         cache = build_prefix(self.loaded.model, prefix_ids, self.settings.window_size,
                              accumulate_attention=self.attention_sums,
-                             chunk_size=self.generation.prefill_chunk)
+                             chunk_size=self.generation.prefill_chunk, progress=self.progress,
+                             phase=f"Reading the document: {len(prefix_ids)} tokens")
         synchronize(self.loaded.device)
         seconds = time.perf_counter() - started
         if self.doc_cache is not None:
-            self.on_progress("Saving the document's cache...")
+            self.progress.progress("Saving the document's cache...")
             stored, reason, size = self.doc_cache.store(key, prefix_ids, cache, document=self.document.source)
             if stored:
                 status = replace(status, status="stored" if status.status == "miss" else "rebuilt", bytes=size)
@@ -152,6 +156,7 @@ class DocumentSession:
         ``generate=False`` stops after the prefill and selection (the answer is empty): the prompt is the very one
         a generating run sees, since ``max_new_tokens`` still reserves its room in the context.
         """
+        started = time.perf_counter()
         settings = settings or self.settings
         prompt = self.build_prompt(question, settings)
         if on_prompt is not None:
@@ -161,21 +166,20 @@ class DocumentSession:
             shared, fresh = self.prepare(prompt)
             prefix = PrefixInfo(tokens=prompt.prefix_length, source=shared.source if fresh else "memory",
                                 seconds=round(shared.seconds, 3) if fresh else 0.0)
-            self.on_progress(f"Prefill: {prompt.length - prompt.prefix_length} question tokens...")
             result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, settings, options,
-                                     prefix=shared.cache, on_text=on_text)
+                                     prefix=shared.cache, on_text=on_text, progress=self.progress)
             doc_cache = shared.doc_cache
         else:
             prefix = PrefixInfo(tokens=prompt.prefix_length, source="prefill", seconds=0.0)
-            self.on_progress(f"Prefill: {prompt.length} tokens...")
             result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, settings, options,
-                                     on_text=on_text)
+                                     on_text=on_text, progress=self.progress)
             doc_cache = DocCacheInfo()
         report = build_report(model_name=self.loaded.name, device=str(self.loaded.device),
                               dtype=torch_dtype_name(self.loaded.dtype), prompt=prompt, result=result,
                               document=self.document.source, question=question,
                               load_s=self.loaded.load_seconds if self.asked == 0 else 0.0,
-                              question_index=self.asked, prefix=prefix, doc_cache=doc_cache)
+                              question_index=self.asked, prefix=prefix, doc_cache=doc_cache,
+                              wall_s=time.perf_counter() - started)
         self.asked += 1
         return Answer(prompt=prompt, result=result, report=report)
 

@@ -1,7 +1,11 @@
-"""What a run tells whoever shows it: progress, prompts, the streamed answer, finished answers, per-question errors.
+"""What a run tells whoever shows it: progress, notices, prompts, the streamed answer, finished answers, errors.
 
 :class:`~snapkv_cli.runner.Runner` calls a :class:`Presenter`; this base does nothing (a library caller that wants
 nothing shown). The command line's presenters (terminal, JSON lines, chat) are in :mod:`snapkv_cli.cli.presenters`.
+
+Progress comes in steps: :meth:`Presenter.progress` starts one of unknown length (fetching a model, converting it,
+loading it), :meth:`Presenter.phase` one of a known number of units that :meth:`Presenter.advance` counts off (the
+prefill's layers, chunk after chunk; the answer's tokens). A step lasts until the next one starts or the run ends.
 """
 
 from __future__ import annotations
@@ -17,7 +21,18 @@ class Presenter:
     """Receives the events of a run; every method does nothing here."""
 
     def progress(self, message: str) -> None:
-        """A step of the run is starting (loading, reading the document, prefilling...)."""
+        """A step of the run of unknown length is starting (fetching or loading a model, saving a cache...)."""
+
+    def phase(self, name: str, total: int | None, unit: str) -> None:
+        """A step of ``total`` units of ``unit`` (layer forwards, tokens) is starting, counted off by :meth:`advance`
+        (``total`` None: unknown). Here: told as ``progress(name)``, for presenters that show only messages."""
+        self.progress(name)
+
+    def advance(self, done: int = 1) -> None:
+        """``done`` more units of the current phase are done."""
+
+    def notice(self, message: str) -> None:
+        """Something the user must see whatever the output is (a model's terms of use at its first fetch)."""
 
     def question(self, question: str, index: int, total: int | None) -> None:
         """Question ``index`` (0-based) of ``total`` (None: open-ended, as in chat) is about to be asked."""

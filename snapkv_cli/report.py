@@ -66,18 +66,31 @@ class PromptInfo:
 
 @dataclass(frozen=True)
 class StopInfo:
-    """Where the answer ends: at the end-of-sequence token, or (a base model) before the first of ``strings``;
-    ``stopped_by`` is ``eos``, ``max_new_tokens`` or the stop string that ended it."""
+    """Where the answer ends and why. ``reason`` is one of :data:`snapkv_cli.stopping.STOP_REASONS`: ``eos`` (the
+    model's end-of-sequence token), ``stop_string`` (before the first of ``strings``, a base model's rule; the one
+    found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a loop, by
+    :data:`snapkv_cli.stopping.LOOP_RULE` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
+    ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it."""
 
     strings: list[str]
     stopped_by: str
+    reason: str = "eos"
+    stop_string: str | None = None
+    stop_on_repeat: bool = True
+    repeated: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """The answer did not end by itself: the token limit or the loop rule ended it."""
+        return self.reason in ("max_new_tokens", "repetition")
 
 
 @dataclass(frozen=True)
 class CacheInfo:
     """Prompt KV before and after compression. ``tokens_after`` is the mean number of prompt tokens a (layer, KV
-    head) keeps, ``tokens_allocated`` the mean number of cache slots holding them (more only where heads keep
-    different numbers and are padded, as AdaKV's are); ``bytes_after`` is what is allocated, padding included."""
+    head) keeps, ``tokens_after_min`` and ``tokens_after_max`` the fewest and most any keeps, ``tokens_allocated`` the
+    mean number of cache slots holding them (more only where heads keep different numbers and are padded, as AdaKV's
+    are); ``bytes_after`` is what is allocated, padding included."""
 
     tokens_before: int
     tokens_after: float
@@ -85,6 +98,8 @@ class CacheInfo:
     bytes_before: int
     bytes_after: int
     compression_ratio: float
+    tokens_after_min: int = 0
+    tokens_after_max: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,7 +125,9 @@ class PageRow:
 @dataclass(frozen=True)
 class Timings:
     """Seconds. ``prefill_s`` is the question's prefill (the whole prompt's when nothing was shared);
-    ``prefix_s`` what building or loading a shared prefix took for this answer (0 when prefilled in one pass)."""
+    ``prefix_s`` what building or loading a shared prefix took for this answer (0 when prefilled in one pass or
+    reused); ``wall_s`` the answer's wall time, from its question to its report (prompt, prefix, prefill, decoding;
+    not the model's load)."""
 
     load_s: float
     prefill_s: float
@@ -118,6 +135,7 @@ class Timings:
     decode_tokens_per_s: float
     selection_s: float
     prefix_s: float = 0.0
+    wall_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -215,18 +233,21 @@ def page_rows(cache: SnapKVCache, prompt: Prompt) -> list[PageRow]:
             for page, tokens in sorted(page_tokens.items())]
 
 
-def cache_info(cache: SnapKVCache) -> CacheInfo:
-    """Sizes before and after compression, summed over layers (see :meth:`SnapKVCache.summary`)."""
-    return CacheInfo(**cache.summary())
+def cache_info(cache: SnapKVCache, layers: list[LayerRow]) -> CacheInfo:
+    """Sizes before and after compression, summed over layers (see :meth:`SnapKVCache.summary`), and the fewest and
+    most tokens a (layer, KV head) keeps (from ``layers``)."""
+    return CacheInfo(**cache.summary(), tokens_after_min=min((row.kept_tokens_min for row in layers), default=0),
+                     tokens_after_max=max((row.kept_tokens_max for row in layers), default=0))
 
 
 def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, result: GenerationResult,
                  document: str, question: str, load_s: float, question_index: int, prefix: PrefixInfo,
-                 doc_cache: DocCacheInfo) -> Report:
-    """The report of one answer (documented in the README)."""
+                 doc_cache: DocCacheInfo, wall_s: float = 0.0) -> Report:
+    """The report of one answer (documented in the README); ``wall_s``: the answer's wall time."""
     cache = result.cache
     settings = cache.settings
     window = prompt.window_report(settings.window_size)
+    layers = layer_rows(cache)
     return Report(
         answer=result.answer,
         question=question,
@@ -241,18 +262,21 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
                           truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,
                           style=prompt.style),
         generated_tokens=len(result.generated_ids),
-        cache=cache_info(cache),
-        layers=layer_rows(cache),
+        cache=cache_info(cache, layers),
+        layers=layers,
         pages=page_rows(cache, prompt),
         timings=Timings(load_s=round(load_s, 3), prefill_s=round(result.prefill_s, 3),
                         decode_s=round(result.decode_s, 3),
                         decode_tokens_per_s=round(result.decode_tokens_per_s, 2),
-                        selection_s=round(cache.selection_seconds, 3), prefix_s=round(prefix.seconds, 3)),
+                        selection_s=round(cache.selection_seconds, 3), prefix_s=round(prefix.seconds, 3),
+                        wall_s=round(wall_s, 3)),
         memory=Memory(peak_rss_bytes=peak_rss_bytes(),
                       cuda_peak_bytes=torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None),
         question_index=question_index,
         reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
-        stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by),
+        stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by, reason=result.stop_reason,
+                      stop_string=result.stopped_by if result.stop_reason == "stop_string" else None,
+                      stop_on_repeat=result.stop_on_repeat, repeated=result.repeated),
     )

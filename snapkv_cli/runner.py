@@ -75,7 +75,7 @@ class Runner:
             self.presenter.progress("Loading model...")
             self._loaded = (self._load_model or load_model)(
                 options.model, device=options.device, dtype=options.dtype, device_map=options.device_map,
-                progress=self.presenter.progress)
+                progress=self.presenter.progress, notice=self.presenter.notice)
         return self._loaded
 
     @property
@@ -92,7 +92,7 @@ class Runner:
         options = self.options
         return DocumentSession(self.loaded, document, options.settings, options.template,
                                generation=options.generation, truncate=options.truncate, doc_cache=self.doc_cache,
-                               share_prefix=questions != 1, on_progress=self.presenter.progress)
+                               share_prefix=questions != 1, progress=self.presenter)
 
     def answer(self, session: DocumentSession, question: str, *, index: int = 0, total: int | None = None,
                generate: bool = True) -> Answer:

@@ -14,6 +14,16 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def no_timed_progress_lines(monkeypatch):
+    """Off a terminal, progress lines depend on time (one every few seconds, none in a run's first seconds): no test
+    sees them unless it asks for them (tests/test_progress.py), so that stderr checks do not depend on the machine's
+    speed."""
+    from snapkv_cli.cli import progress_view
+
+    monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", float("inf"))
+
+
 @pytest.fixture
 def doc_cache_dir(monkeypatch, tmp_path):
     """The document cache in this test's own directory (``SNAPKV_DOC_CACHE_DIR``)."""

@@ -83,3 +83,36 @@ def chunks(first: int, end: int, size: int | None) -> list[tuple[int, int]]:
     """The ``(first position, tokens)`` forwards that prefill positions [first, end) in chunks of ``size``."""
     size = size or end - first
     return [(start, min(size, end - start)) for start in range(first, end, size)]
+
+
+
+def recording_presenter():
+    """A :class:`~snapkv_cli.presenters.Presenter` whose ``events`` list records progress, phases (with the units
+    advanced in each) and notices."""
+    from snapkv_cli.presenters import Presenter
+
+    class Recording(Presenter):
+        def __init__(self):
+            self.events: list = []
+
+        def progress(self, message: str) -> None:
+            self.events.append(("progress", message))
+
+        def phase(self, name: str, total, unit: str) -> None:
+            self.events.append(["phase", name, total, unit, 0])
+
+        def advance(self, done: int = 1) -> None:
+            self.events[-1][4] += done
+
+        def notice(self, message: str) -> None:
+            self.events.append(("notice", message))
+
+    return Recording()
+
+
+def panel_text(text: str) -> str:
+    """The words of ``text`` (a report panel on stderr) with its borders and line breaks taken out, so that a phrase
+    the panel wrapped over two lines reads as one."""
+    import re
+
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())

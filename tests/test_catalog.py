@@ -54,7 +54,8 @@ def test_longer_context_alternative(tokens, current, expected):
 
 def test_loader_routes_catalogue_names(tiny_model_path, monkeypatch):
     fetched: list[str] = []
-    monkeypatch.setattr(gemma3, "ensure", lambda progress=None: fetched.append("gemma") or Path(tiny_model_path))
+    monkeypatch.setattr(gemma3, "ensure",
+                        lambda progress=None, notice=None: fetched.append("gemma") or Path(tiny_model_path))
     loaded = load_model("gemma3-270m", device="cpu")
     assert fetched == ["gemma"] and loaded.name == "gemma3-270m" and loaded.source == tiny_model_path
     assert loaded.base_model is True  # the catalogue says it is not instruction-tuned, whatever its tokenizer has

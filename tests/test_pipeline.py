@@ -20,7 +20,7 @@ from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.stopping import BASE_MODEL_STOP
-from tests.helpers import recorded_forwards
+from tests.helpers import recorded_forwards, recording_presenter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -49,23 +49,45 @@ def session(template):
     return make
 
 
-def test_progress_names_each_step_with_its_token_count(loaded, tmp_path, session):
+def test_progress_names_each_step_and_counts_layers_and_tokens(loaded, tmp_path, session):
+    """Each step is told with its token count; the prefills advance once per layer (one pass here), the answer once
+    per token."""
+    layers = loaded.model.config.num_hidden_layers
     cache = DocCache(tmp_path)
-    messages: list[str] = []
-    first = session(loaded, doc_cache=cache, on_progress=messages.append)
-    answer = first.ask("What is the code?")
+    presenter = recording_presenter()
+    answer = session(loaded, doc_cache=cache, progress=presenter).ask("What is the code?")
     prefix, question = answer.prompt.prefix_length, answer.prompt.length - answer.prompt.prefix_length
-    assert messages == [f"Loading the document's cache ({prefix} tokens)...",
-                        f"Reading the document: {prefix} tokens...", "Saving the document's cache...",
-                        f"Prefill: {question} question tokens..."]
+    tokens = len(answer.result.generated_ids)
+    answering = ["phase", "Answering: up to 4 tokens", 4, "tokens", tokens]
+    assert presenter.events == [
+        ("progress", f"Loading the document's cache ({prefix} tokens)..."),
+        ["phase", f"Reading the document: {prefix} tokens", layers, "layers", layers],
+        ("progress", "Saving the document's cache..."),
+        ["phase", f"Prefill: {question} tokens after the {prefix}-token prefix", layers, "layers", layers],
+        answering]
 
-    messages.clear()  # a new session finds the prefix on disk: nothing to read or save
-    session(loaded, doc_cache=cache, on_progress=messages.append).ask("What is the code?")
-    assert messages == [f"Loading the document's cache ({prefix} tokens)...", f"Prefill: {question} question tokens..."]
+    presenter = recording_presenter()  # a new session finds the prefix on disk: nothing to read or save
+    session(loaded, doc_cache=cache, progress=presenter).ask("What is the code?")
+    assert presenter.events == [
+        ("progress", f"Loading the document's cache ({prefix} tokens)..."),
+        ["phase", f"Prefill: {question} tokens after the {prefix}-token prefix", layers, "layers", layers],
+        answering]
 
-    messages.clear()  # one question, nothing kept: the whole prompt in one pass
-    alone = session(loaded, share_prefix=False, on_progress=messages.append).ask("What is the code?")
-    assert messages == [f"Prefill: {alone.prompt.length} tokens..."]
+    presenter = recording_presenter()  # one question, nothing kept: the whole prompt in one pass
+    alone = session(loaded, share_prefix=False, progress=presenter).ask("What is the code?")
+    assert presenter.events == [["phase", f"Prefill: {alone.prompt.length} tokens", layers, "layers", layers],
+                                answering]
+
+
+def test_a_chunked_prefill_advances_per_layer_and_chunk(loaded, session):
+    layers = loaded.model.config.num_hidden_layers
+    presenter = recording_presenter()
+    answer = session(loaded, share_prefix=False, progress=presenter,
+                     generation=dataclasses.replace(FOUR, prefill_chunk=16)).ask("What is the code?")
+    chunks = -(-answer.prompt.length // 16)
+    assert chunks > 2
+    assert presenter.events[0] == ["phase", f"Prefill: {answer.prompt.length} tokens", layers * chunks, "layers",
+                                   layers * chunks]
 
 
 def test_the_report_names_the_model_and_times_within_the_wall_clock(loaded, session):

@@ -11,7 +11,7 @@ from snapkv_cli.generation import GenerationOptions, generate_answer
 from snapkv_cli.models.loader import LoadedModel
 from snapkv_cli.pipeline import DocumentSession
 from snapkv_cli.prompting import load_template
-from snapkv_cli.stopping import BASE_MODEL_STOP, StopRule
+from snapkv_cli.stopping import BASE_MODEL_STOP, LOOP_RULE, RepeatRule, StopRule
 from tests.helpers import DigitTokenizer
 from tests.tiny_models import prompt_ids, tiny_model
 
@@ -112,3 +112,72 @@ def test_a_base_model_session_uses_the_completion_template_and_the_stop_rule(bas
         assert report["stop"]["strings"] == []
         assert report["prompt"]["template_name"] == "qa" and report["prompt"]["style"] == "chat"
     assert report["stop"]["stopped_by"] in {"eos", "max_new_tokens", *BASE_MODEL_STOP.strings}
+
+
+# --------------------------------------------------------------------------- loops
+
+
+def first_loop(ids: list[int], rule: RepeatRule) -> int | None:
+    """By brute force: the answer's length when its last ``rule.ngram`` tokens first occur (overlaps counted) more
+    than ``rule.earlier`` times in it; None if they never do."""
+    size = rule.ngram
+    for end in range(size, len(ids) + 1):
+        tail = ids[end - size:end]
+        if sum(ids[start:start + size] == tail for start in range(end - size + 1)) > rule.earlier:
+            return end
+    return None
+
+
+def watched(ids: list[int], rule: RepeatRule = LOOP_RULE) -> int | None:
+    """The answer's length when the rule's watch first reports a loop, feeding it ``ids`` one at a time."""
+    watch = rule.watch()
+    for length, token in enumerate(ids, 1):
+        looped = watch.add(token)
+        if looped is not None:
+            assert list(looped) == ids[length - rule.ngram:length]  # the n-gram that looped: the answer's last
+            return length
+    return None
+
+
+@pytest.mark.parametrize("period", [LOOP_RULE.ngram, LOOP_RULE.ngram + 7, 2 * LOOP_RULE.ngram + 1])
+def test_a_repeated_sentence_ends_once_it_has_come_back_more_than_the_rule_allows(period):
+    sentence = list(range(100, 100 + period))
+    ids = [1, 2, 3, 4, 5] + sentence * 10
+    expected = 5 + LOOP_RULE.earlier * period + LOOP_RULE.ngram  # the first n-gram of the sentence, once too often
+    assert watched(ids) == expected == first_loop(ids, LOOP_RULE)
+
+
+def test_a_run_of_one_token_is_a_loop():
+    ids = [1, 2, 3] + [7] * 50
+    assert watched(ids) == 3 + LOOP_RULE.ngram + LOOP_RULE.earlier == first_loop(ids, LOOP_RULE)
+
+
+def test_phrases_shorter_than_the_ngram_may_come_back_any_number_of_times():
+    phrase = list(range(100, 100 + LOOP_RULE.ngram - 1))
+    ids = [token for index in range(30) for token in (*phrase, 500 + index)]  # every n-gram holds a new token
+    assert watched(ids) is None and first_loop(ids, LOOP_RULE) is None
+
+
+def test_a_small_rule_on_a_mixed_answer_agrees_with_brute_force():
+    rule = RepeatRule(ngram=3, earlier=1)
+    ids = [5, 6, 7, 8, 5, 6, 9, 6, 7, 8, 1, 5, 6, 7]
+    assert watched(ids, rule) == first_loop(ids, rule) == 10  # 6 7 8 comes back at tokens 8-10
+
+
+def _looping(stop_on_repeat: bool):
+    model = tiny_model("llama")
+    settings = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=40, kernel_size=5)
+    return generate_answer(model, DigitTokenizer(), prompt_ids(150, seed=21)[0].tolist(), settings,
+                           GenerationOptions(max_new_tokens=300, stop_at_eos=False, stop_on_repeat=stop_on_repeat))
+
+
+def test_generation_ends_a_loop_of_the_tiny_model_unless_told_not_to():
+    free = _looping(stop_on_repeat=False)
+    assert free.stopped_by == free.stop_reason == "max_new_tokens" and len(free.generated_ids) == 300
+    end = first_loop(free.generated_ids, LOOP_RULE)
+    assert end is not None and end < 300  # this random model does fall into a loop
+    looped = _looping(stop_on_repeat=True)
+    assert looped.generated_ids == free.generated_ids[:end]
+    assert looped.stopped_by == looped.stop_reason == "repetition" and looped.stop_on_repeat
+    assert looped.repeated == DigitTokenizer().decode(free.generated_ids[end - LOOP_RULE.ngram:end])
+    assert looped.answer == DigitTokenizer().decode(looped.generated_ids)

@@ -45,10 +45,13 @@ def models_pull(
     origin = model_source(name)  # a name that is no model fails here, before torch is imported
     check_reachable(origin)
     from ..models.loader import load_model
+    from .presenters import ProgressPresenter
 
-    entry = origin.entry
-    if entry is not None and entry.notice:
-        console.stderr.print(entry.notice, markup=False, soft_wrap=True)
-    with console.stderr.status("Fetching model...", spinner="dots") as status:
-        loaded = load_model(name, device="cpu", dtype="float32", progress=status.update)
+    presenter = ProgressPresenter(console.stderr)
+    try:
+        presenter.progress("Fetching model...")
+        loaded = load_model(name, device="cpu", dtype="float32", progress=presenter.progress,
+                            notice=presenter.notice)
+    finally:
+        presenter.close()
     typer.echo(loaded.source)

@@ -136,6 +136,9 @@ RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + SETTING_OPTIONS + (
     _option("temperature", float, 0.0, "--temperature", min=0.0, panel=PROMPT_PANEL, help="0 is greedy."),
     _option("seed", Optional[int], None, "--seed", panel=PROMPT_PANEL,
             help="Random seed (sampling, the random method)."),
+    _option("stop_on_repeat", bool, True, "--stop-on-repeat/--no-stop-on-repeat", panel=PROMPT_PANEL,
+            help="End an answer caught in a loop (the same run of tokens again and again) instead of letting it run "
+                 "to --max-new-tokens."),
     _option("pages", Optional[str], None, "--pages", panel=PROMPT_PANEL, help="PDF pages to read, e.g. 3-7,10."),
     _option("max_document_mb", float, DEFAULT_MAX_DOCUMENT_MB, "--max-document-mb", min=0.001,
             envvar=MAX_DOCUMENT_MB_ENV, panel=PROMPT_PANEL, help="Refuse documents bigger than this many MB."),
@@ -182,7 +185,8 @@ class RunChoices:
 
         values = self.values
         generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                       seed=values["seed"], prefill_chunk=values["prefill_chunk"])
+                                       seed=values["seed"], prefill_chunk=values["prefill_chunk"],
+                                       stop_on_repeat=values["stop_on_repeat"])
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                           device_map=values["device_map"], settings=self.settings, generation=generation,
                           pages=values["pages"], max_document_mb=values["max_document_mb"], template=self.template,

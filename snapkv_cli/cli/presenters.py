@@ -1,6 +1,6 @@
 """The command line's presenters: what ``ask``, ``inspect``, ``chat`` and ``batch`` show while a run goes on.
 
-:class:`ProgressPresenter` shows a spinner on stderr; :class:`AnswerPresenter` also writes answers to stdout, as plain
+:class:`ProgressPresenter` shows progress on stderr; :class:`AnswerPresenter` also writes answers to stdout, as plain
 text streamed as it is generated or as one JSON object per answer (JSONL), and the report to stderr;
 :class:`ChatPresenter` is its ``snapkv chat`` form (one report line per answer, errors that do not end the session).
 stdout only ever carries answers (or JSON); everything else goes to the stderr console.
@@ -15,45 +15,35 @@ from typing import TYPE_CHECKING, TextIO
 from rich.console import Console
 
 from ..presenters import Presenter
+from .progress_view import progress_view
 
 if TYPE_CHECKING:
     from ..pipeline import Answer
     from ..prompting import Prompt
 
 
-class Spinner:
-    """A Rich status line on ``console`` that can be stopped and restarted; does nothing when ``console`` is None."""
-
-    def __init__(self, console: Console | None):
-        self._status = console.status("", spinner="dots") if console is not None else None
-        self._running = False
-
-    def show(self, message: str) -> None:
-        if self._status is None:
-            return
-        self._status.update(message)
-        if not self._running:
-            self._status.start()
-            self._running = True
-
-    def stop(self) -> None:
-        if self._status is not None and self._running:
-            self._status.stop()
-            self._running = False
-
-
 class ProgressPresenter(Presenter):
-    """A spinner on the stderr ``console`` with the latest progress message (nothing when ``quiet``)."""
+    """A run's progress on the stderr ``console`` (:mod:`snapkv_cli.cli.progress_view`: a bar on a terminal,
+    timestamped lines otherwise, nothing when ``quiet``); notices (a model's terms) are shown even then."""
 
     def __init__(self, console: Console, *, quiet: bool = False):
         self.console, self.quiet = console, quiet
-        self.spinner = Spinner(None if quiet else console)
+        self.view = progress_view(console, quiet=quiet)
 
     def progress(self, message: str) -> None:
-        self.spinner.show(message)
+        self.view.start(message, None, "")
+
+    def phase(self, name: str, total: int | None, unit: str) -> None:
+        self.view.start(name, total, unit)
+
+    def advance(self, done: int = 1) -> None:
+        self.view.advance(done)
+
+    def notice(self, message: str) -> None:
+        self.view.show(message)
 
     def close(self) -> None:
-        self.spinner.stop()
+        self.view.stop()
 
 
 class AnswerStream:
@@ -100,18 +90,19 @@ class AnswerPresenter(ProgressPresenter):
 
     def question(self, question: str, index: int, total: int | None) -> None:
         self.stream = AnswerStream(self.out)
-        self.spinner.show("Thinking...")
         if total is not None and total > 1 and not self.as_json:
             self.out.write(f"Q: {' '.join(question.split())}\n")
             self.out.flush()
 
     def text(self, chunk: str) -> None:
-        self.spinner.stop()
-        if not self.as_json and self.stream is not None:
-            self.stream(chunk)
+        if self.as_json or self.stream is None:
+            return
+        if self.console.is_terminal and self.out.isatty():  # on one screen the answer is its own progress bar
+            self.view.stop()
+        self.stream(chunk)
 
     def answered(self, answer: Answer, index: int, total: int | None) -> None:
-        self.spinner.stop()
+        self.view.stop()
         if self.as_json:
             self.out.write(json.dumps(answer.report.to_json(), ensure_ascii=False) + "\n")
         else:
@@ -135,7 +126,7 @@ class ChatPresenter(AnswerPresenter):
     full_report = False
 
     def failed(self, message: str, index: int) -> None:
-        self.spinner.stop()
+        self.view.stop()
         if self.stream is not None and self.stream.started:
             self.out.write("\n")
             self.out.flush()

@@ -10,7 +10,8 @@ from rich.text import Text
 
 from ..engine.methods import METHODS
 from ..engine.settings import settings_declarations
-from ..report import DocCacheInfo, Report
+from ..report import CacheInfo, DocCacheInfo, Report, StopInfo
+from ..stopping import LOOP_RULE, STOP_REASONS
 from ..views.units import human_bytes
 
 _BARS = "▁▂▃▄▅▆▇█"
@@ -22,9 +23,57 @@ def sparkline(values: list[float]) -> str:
     return "".join(_BARS[round(value / high * (len(_BARS) - 1))] for value in values)
 
 
+def kept_per_head(cache: CacheInfo) -> str:
+    """The prompt tokens a (layer, KV head) keeps, in whole tokens: ``1024 tokens per head``, or where they differ
+    the mean and the range (``597 tokens per head on average (412-1024)``)."""
+    low, high = cache.tokens_after_min, cache.tokens_after_max
+    if low == high:
+        return f"{high} tokens per head"
+    return f"{round(cache.tokens_after)} tokens per head on average ({low}-{high})"
+
+
+def stop_text(stop: StopInfo, tokens: int) -> str:
+    """Why the answer ended, in words (Rich markup: a cut answer in yellow)."""
+    if stop.reason == "max_new_tokens":
+        return f"[yellow]cut at the token limit ({tokens} tokens): raise --max-new-tokens for more[/]"
+    if stop.reason == "repetition":
+        loop = " ".join((stop.repeated or "").split())
+        loop = loop if len(loop) <= 60 else loop[:57] + "..."
+        said = escape(f"a loop, the same {LOOP_RULE.ngram} tokens {LOOP_RULE.earlier + 1} times ({loop!r})")
+        return f"[yellow]cut after {tokens} tokens: {said}; --no-stop-on-repeat lets it run[/]"
+    if stop.reason == "stop_string":
+        return escape(f"at the stop string {stop.stop_string!r} after {tokens} tokens (a base model's rule)")
+    return f"end of answer after {tokens} tokens"
+
+
+def _shares_a_prefix(report: Report) -> bool:
+    """The prompt's prefix was prefilled (or loaded) apart from the question, as with several questions."""
+    return bool(report.reused_prefix_tokens or report.prefix.seconds)
+
+
+def time_text(report: Report) -> str:
+    """The panel's times: the model's load, the document's prefill where it was shared (or where it came from), the
+    question's prefill, the decoding, and the answer's wall time."""
+    timings, prefix = report.timings, report.prefix
+    parts = [f"load {timings.load_s:.2f}s"]
+    if _shares_a_prefix(report):
+        if prefix.source == "memory":
+            parts.append(f"document ({prefix.tokens} tokens) prefilled for an earlier question")
+        else:
+            how = "prefill" if prefix.source == "prefill" else "loaded from the document cache in"
+            parts.append(f"document ({prefix.tokens} tokens) {how} {prefix.seconds:.2f}s")
+        parts.append(f"question prefill {timings.prefill_s:.2f}s")
+    else:
+        parts.append(f"prefill {timings.prefill_s:.2f}s")
+    parts.append(f"decode {report.generated_tokens} tokens in {timings.decode_s:.2f}s "
+                 f"({timings.decode_tokens_per_s:.1f} tok/s)")
+    parts.append(f"answer {timings.wall_s:.2f}s")
+    return " · ".join(parts)
+
+
 def render_report(report: Report, console: Console) -> None:
     """The full report as a panel: model, prompt, window, method, cache, layers, pages, times, memory."""
-    prompt, cache, timings = report.prompt, report.cache, report.timings
+    prompt, cache = report.prompt, report.cache
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
@@ -36,13 +85,15 @@ def render_report(report: Report, console: Console) -> None:
         window += f" [yellow](question has {prompt.question_tokens} tokens: it does not fit)[/]"
     table.add_row("window", window)
     if prompt.style == "completion":  # a base model: plain-text prompt, answer ended by the stop rule
-        stop = "end of text" if report.stop.stopped_by == "eos" else repr(report.stop.stopped_by)
-        table.add_row("template", escape(f"{prompt.template_name} (completion style for a base model; "
-                                         f"the answer stopped at {stop})"))
+        table.add_row("template", escape(f"{prompt.template_name} (completion style for a base model)"))
     table.add_row("method", method_line(report))
-    table.add_row("KV cache", f"{cache.tokens_before} → {cache.tokens_after:g} tokens per head, "
-                              f"{human_bytes(cache.bytes_before)} → {human_bytes(cache.bytes_after)} "
-                              f"({cache.compression_ratio:.2f}x)")
+    if report.method == "full":  # nothing compressed: no ratio to show
+        table.add_row("KV cache", f"{kept_per_head(cache)}, {human_bytes(cache.bytes_after)}, "
+                                  "not compressed (--method full)")
+    else:
+        table.add_row("KV cache", f"{cache.tokens_before} → {kept_per_head(cache)}, "
+                                  f"{human_bytes(cache.bytes_before)} → {human_bytes(cache.bytes_after)} "
+                                  f"({cache.compression_ratio:.2f}x)")
     if report.layers:
         kept = [row.kept_tokens_mean for row in report.layers]
         table.add_row("per layer", f"{sparkline(kept)}  min {min(r.kept_tokens_min for r in report.layers)} / "
@@ -56,9 +107,8 @@ def render_report(report: Report, console: Console) -> None:
     pages = sorted(report.pages, key=lambda row: row.kept_share, reverse=True)
     if len(pages) > 1:
         table.add_row("top pages", ", ".join(f"p{row.page} {row.kept_share:.0%}" for row in pages[:5]))
-    table.add_row("time", f"load {timings.load_s:.2f}s · prefill {timings.prefill_s:.2f}s · "
-                          f"decode {report.generated_tokens} tokens in {timings.decode_s:.2f}s "
-                          f"({timings.decode_tokens_per_s:.1f} tok/s)")
+    table.add_row("stopped", stop_text(report.stop, report.generated_tokens))
+    table.add_row("time", time_text(report))
     memory = f"peak RSS {human_bytes(report.memory.peak_rss_bytes)}"
     if report.memory.cuda_peak_bytes:
         memory += f", CUDA peak {human_bytes(report.memory.cuda_peak_bytes)}"
@@ -85,16 +135,25 @@ _SOURCES = {"prefill": "prefilled", "disk": "loaded from the document cache", "m
 
 
 def compact_line(report: Report, label: str) -> str:
-    """One line of an answer's report: cache, prefix reuse, times (and what the document cache did)."""
+    """One line of an answer's report: cache, prefix reuse, times, a cut answer (and what the document cache did)."""
     cache, timings, prefix = report.cache, report.timings, report.prefix
-    parts = [f"{label} {cache.tokens_before} → {cache.tokens_after:g} tokens ({cache.compression_ratio:.2f}x)"]
-    if report.reused_prefix_tokens or prefix.seconds:
+    if report.method == "full":
+        parts = [f"{label} {cache.tokens_before} tokens, not compressed"]
+    else:
+        kept = round(cache.tokens_after)
+        spread = f" ({cache.tokens_after_min}-{cache.tokens_after_max})" \
+            if cache.tokens_after_min != cache.tokens_after_max else ""
+        parts = [f"{label} {cache.tokens_before} → {kept}{spread} tokens ({cache.compression_ratio:.2f}x)"]
+    if _shares_a_prefix(report):
         text = f"prefix {prefix.tokens} tokens {_SOURCES[prefix.source]}"
         if prefix.source != "memory":
             text += f" in {prefix.seconds:.2f}s"
         parts.append(text)
     parts.append(f"prefill {timings.prefill_s:.2f}s")
     parts.append(f"decode {report.generated_tokens} tokens in {timings.decode_s:.2f}s")
+    parts.append(f"answer {timings.wall_s:.2f}s")
+    if report.stop.cut:
+        parts.append(f"cut: {STOP_REASONS[report.stop.reason]}")
     line = " · ".join(parts)
     if prefix.source != "memory" and report.doc_cache.status in ("stored", "rebuilt", "not_stored"):
         line += "\n" + doc_cache_line(report.doc_cache)

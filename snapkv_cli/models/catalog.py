@@ -41,7 +41,7 @@ class CatalogEntry:
     aliases: tuple[str, ...]
     directory: Callable[[], Path]
     complete: Callable[[Path], bool]
-    fetch: Callable[[Progress | None], Path]
+    fetch: Callable[..., Path]  # fetch(progress, notice) -> the converted directory
     notice: str | None = None
     prefill_chunk: int | None = None
 
@@ -52,9 +52,10 @@ class CatalogEntry:
     def is_cached(self) -> bool:
         return self.complete(self.directory())
 
-    def ensure(self, progress: Progress | None = None) -> Path:
-        """The converted model's directory, fetched and converted on first use."""
-        return self.fetch(progress)
+    def ensure(self, progress: Progress | None = None, notice: Progress | None = None) -> Path:
+        """The converted model's directory, fetched and converted on first use (``notice`` hears its terms then;
+        unset: ``progress``)."""
+        return self.fetch(progress, notice)
 
     def status(self) -> dict[str, Any]:
         """For ``snapkv models list --json``."""
@@ -89,7 +90,7 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         aliases=default_model.DEFAULT_MODEL_ALIASES,
         directory=default_model.default_model_dir,
         complete=default_model.is_complete,
-        fetch=lambda progress=None: default_model.ensure_default_model(progress=progress),
+        fetch=lambda progress=None, notice=None: default_model.ensure_default_model(progress=progress),
     ),
     CatalogEntry(
         name=gemma3.NAME,
@@ -102,7 +103,7 @@ ENTRIES: tuple[CatalogEntry, ...] = (
         aliases=gemma3.ALIASES,
         directory=gemma3.model_dir,
         complete=gemma3.is_complete,
-        fetch=lambda progress=None: gemma3.ensure(progress=progress),
+        fetch=lambda progress=None, notice=None: gemma3.ensure(progress=progress, notice=notice),
         notice=gemma3.TERMS_NOTICE,
         prefill_chunk=1024,
     ),

