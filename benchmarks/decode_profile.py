@@ -31,7 +31,7 @@ def main() -> None:
 
     start = run_start()
 
-    from snapkv_cli.allocator import return_freed_memory_to_os
+    from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()
     import torch

@@ -36,7 +36,7 @@ from pathlib import Path
 
 def measure(model: str, length: int, method: str, budget: int | None, new_tokens: int, chunk: int | None,
             threads: int | None) -> dict:
-    from snapkv_cli.allocator import return_freed_memory_to_os
+    from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()
     import torch

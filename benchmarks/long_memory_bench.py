@@ -33,7 +33,7 @@ from pathlib import Path
 
 
 def measure(length: int, chunk: int | None, model: str) -> dict:
-    from snapkv_cli.allocator import return_freed_memory_to_os
+    from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()
     import torch

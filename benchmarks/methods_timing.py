@@ -87,7 +87,7 @@ def main() -> int:
     from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     start = run_start()
-    from snapkv_cli.allocator import return_freed_memory_to_os
+    from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()  # as `snapkv ask` does
     from snapkv_cli.bench.grid import MethodGrid

@@ -44,7 +44,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                 "tests/test_doc_cache.py", "tests/engine/test_scores_reference.py", "tests/engine/test_policies.py",
                 "tests/test_generation.py", "tests/test_multi_question.py", "tests/test_pipeline.py",
                 "tests/test_stopping.py"]),
-    "generation": (["snapkv_cli/generation.py"],
+    "generation": (["snapkv_cli/generation/*"],
                    ["tests/test_generation.py", "tests/test_multi_question.py", "tests/test_stopping.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"],
                  ["tests/test_pipeline.py", "tests/test_multi_question.py", "tests/test_doc_cache.py",

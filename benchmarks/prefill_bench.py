@@ -39,7 +39,7 @@ def child(variant: str, length: int, budget: int) -> dict:
     import time
 
     if variant in ("snapkv", "full"):
-        from snapkv_cli.allocator import return_freed_memory_to_os
+        from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
         return_freed_memory_to_os()  # what the snapkv command does at start-up
     elif variant == "snapkv-mmap64k":

@@ -15,12 +15,12 @@ from .documents import Document
 from .engine import POLICIES, CompressionSettings, check_supported
 from .errors import PromptTooLong, UserError
 from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
+from .generation.stopping import BASE_MODEL_STOP
 from .models.catalog import default_prefill_chunk, longer_context_alternative
 from .models.loader import LoadedModel, torch_dtype_name
 from .presenters import Presenter
 from .prompting import Prompt, Template, build_prompt
 from .report import DocCacheInfo, PrefixInfo, Report, build_report
-from .stopping import BASE_MODEL_STOP
 
 
 @dataclass

@@ -66,10 +66,10 @@ class PromptInfo:
 
 @dataclass(frozen=True)
 class StopInfo:
-    """Where the answer ends and why. ``reason`` is one of :data:`snapkv_cli.stopping.STOP_REASONS`: ``eos`` (the
-    model's end-of-sequence token), ``stop_string`` (before the first of ``strings``, a base model's rule; the one
-    found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a loop, by
-    :data:`snapkv_cli.stopping.LOOP_RULE` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
+    """Where the answer ends and why (:mod:`snapkv_cli.generation.stopping`). ``reason`` is one of ``STOP_REASONS``:
+    ``eos`` (the model's end-of-sequence token), ``stop_string`` (before the first of ``strings``, a base model's rule;
+    the one found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a loop, by
+    ``LOOP_RULE`` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
     ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it."""
 
     strings: list[str]

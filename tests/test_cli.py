@@ -27,9 +27,9 @@ import snapkv_cli.cli.console
 import snapkv_cli.pipeline as pipeline
 from snapkv_cli.engine.methods import METHODS
 from snapkv_cli.errors import UserError
+from snapkv_cli.generation.stopping import LOOP_RULE
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
-from snapkv_cli.stopping import LOOP_RULE
 from tests.example_writer import make_examples
 from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards
 

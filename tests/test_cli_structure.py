@@ -52,3 +52,15 @@ def test_benchmarks_take_the_model_options_the_same_way(name):
     for option in MODEL_OPTIONS:
         assert option.name in params, f"bench {name} lacks {option.name}"
         assert _declared(params[option.name]) == _declared(ask[option.name]), option.name
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject's list works in an editable install and is absent from a wheel."""
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(init.parent.relative_to(root).parts) for init in (root / "snapkv_cli").rglob("__init__.py")}
+    assert folders <= listed, sorted(folders - listed)

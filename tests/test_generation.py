@@ -69,7 +69,7 @@ def test_prefix_and_question_are_both_prefilled_in_chunks(chunk_size):
 
 def test_sampler_draws_from_the_tempered_softmax():
     """Draws of the next token follow softmax(logits / temperature): not the argmax, not the untempered softmax."""
-    from snapkv_cli.generation import _next_token
+    from snapkv_cli.generation.generate import _next_token
 
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]])
     assert int(_next_token(logits, 0.0, None)) == 0

@@ -19,7 +19,7 @@ from snapkv_cli.documents import Document, Page
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.generation import GenerationOptions
-from snapkv_cli.stopping import BASE_MODEL_STOP
+from snapkv_cli.generation.stopping import BASE_MODEL_STOP
 from tests.helpers import recorded_forwards, recording_presenter
 
 pytestmark = pytest.mark.usefixtures("one_thread")

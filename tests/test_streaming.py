@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from snapkv_cli.stopping import StopRule
-from snapkv_cli.streaming import REPLACEMENT, AnswerText
+from snapkv_cli.generation.stopping import StopRule
+from snapkv_cli.generation.streaming import REPLACEMENT, AnswerText
 
 TEXT = "答えは東京です。Ωμέγα, naïve ☕ ok"
 

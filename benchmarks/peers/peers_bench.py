@@ -113,7 +113,7 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args()
 
-    from snapkv_cli.allocator import return_freed_memory_to_os
+    from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()  # as the snapkv command does
     import torch

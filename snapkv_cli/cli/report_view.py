@@ -10,8 +10,8 @@ from rich.text import Text
 
 from ..engine.methods import METHODS
 from ..engine.settings import settings_declarations
+from ..generation.stopping import LOOP_RULE, STOP_REASONS
 from ..report import CacheInfo, DocCacheInfo, Report, StopInfo
-from ..stopping import LOOP_RULE, STOP_REASONS
 from ..views.units import human_bytes
 
 _BARS = "▁▂▃▄▅▆▇█"

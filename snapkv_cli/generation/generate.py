@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..defaults import MAX_NEW_TOKENS
+from ..engine import CompressionSettings, SnapKVCache, prepare
+from ..engine.families import is_attention_module
+from ..engine.words import prompt_word_ids
+from ..presenters import Presenter
 from .allocator import return_freed_memory_to_os
-from .defaults import MAX_NEW_TOKENS
-from .engine import CompressionSettings, SnapKVCache, prepare
-from .engine.families import is_attention_module
-from .engine.words import prompt_word_ids
-from .presenters import Presenter
 from .stopping import LOOP_RULE, STOP_REASONS, StopRule
 from .streaming import AnswerText
 
@@ -42,7 +42,7 @@ class GenerationResult:
 
     @property
     def stop_reason(self) -> str:
-        """Why the answer ended: a key of :data:`snapkv_cli.stopping.STOP_REASONS` (a stop string's is
+        """Why the answer ended: a key of :data:`.stopping.STOP_REASONS` (a stop string's is
         ``stop_string``)."""
         return self.stopped_by if self.stopped_by in STOP_REASONS and self.stopped_by not in self.stop_strings \
             else "stop_string"
@@ -122,8 +122,8 @@ class GenerationOptions:
     ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
     of that many tokens to bound activation memory; the selection stays exact; None is one pass),
     ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
-    model's rule, :data:`snapkv_cli.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
-    ends there (:data:`snapkv_cli.stopping.LOOP_RULE`)."""
+    model's rule, :data:`.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
+    ends there (:data:`.stopping.LOOP_RULE`)."""
 
     max_new_tokens: int = MAX_NEW_TOKENS
     temperature: float = 0.0
