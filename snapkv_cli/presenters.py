@@ -1,7 +1,9 @@
 """What a run tells whoever shows it: progress, notices, prompts, the streamed answer, finished answers, errors.
 
 :class:`~snapkv_cli.runner.Runner` calls a :class:`Presenter`; this base does nothing (a library caller that wants
-nothing shown). The command line's presenters (terminal, JSON lines, chat) are in :mod:`snapkv_cli.cli.presenters`.
+nothing shown); a batch tells a :class:`BatchPresenter` (a :class:`Presenter` that also hears of the batch's plan, each
+line written and workers lost). The command line's presenters (terminal, JSON lines, chat, the batch's progress bar
+and summary) are in :mod:`snapkv_cli.cli.presenters`.
 
 Progress comes in steps: :meth:`Presenter.progress` starts one of unknown length (fetching a model, converting it,
 loading it), :meth:`Presenter.phase` one of a known number of units that :meth:`Presenter.advance` counts off (the
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the presenters are imported before torch is
+    from .batch.summary import BatchSummary
     from .pipeline import Answer
     from .prompting import Prompt
 
@@ -52,3 +55,19 @@ class Presenter:
 
     def close(self) -> None:
         """The run is over."""
+
+
+class BatchPresenter(Presenter):
+    """Receives a batch's events; every method does nothing here."""
+
+    def started(self, summary: BatchSummary) -> None:
+        """The batch is about to start: ``summary`` holds what it has to do and what it skips."""
+
+    def recorded(self, line: dict, summary: BatchSummary) -> None:
+        """``line`` (an answer or an error) was written; ``summary`` counts it already."""
+
+    def worker_failed(self, message: str, summary: BatchSummary) -> None:
+        """A worker died (``message`` says which and what happens to its questions)."""
+
+    def finished(self, summary: BatchSummary) -> None:
+        """The batch is over (or stopped: ``summary.done < summary.questions``)."""

@@ -92,7 +92,7 @@ def batch(
     from ..batch.driver import run_batch
     from ..batch.local import LocalExecutor
     from ..batch.output import AnswerFile, StreamOutput
-    from .batch_presenter import BatchProgress
+    from .presenters import BatchProgress
 
     if ray or ray_address:
         from ..batch.ray_executor import RayExecutor
