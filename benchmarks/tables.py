@@ -21,6 +21,7 @@ whose JSON is not committed yet says so in words (:func:`not_run`), never with n
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import sys
@@ -32,7 +33,7 @@ from benchmarks.peers import peers_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md",
+FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "guide.md", DOCS / "multi_question.md", DOCS / "peers.md",
          DOCS / "batch.md", *sorted((DOCS / "decisions").glob("*.md")))
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
@@ -313,7 +314,7 @@ def multi_question_speed(path: str) -> str:
             f"one multi-question run {wall['multi']:.0f} s ({separate / wall['multi']:.1f}x), the same with the "
             f"document cache loaded from disk {wall['cached_second_run']:.1f} s "
             f"({separate / wall['cached_second_run']:.1f}x; each question {min(cached):.0f}-{max(cached):.0f} s "
-            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a busy shared machine.\n")
+            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a 2-core CPU running other jobs.\n")
 
 
 def multi_question_facts(path: str) -> str:
@@ -816,9 +817,32 @@ def at_a_glance() -> str:
                     for what, number, interval, steps, paths in rows]))
 
 
+def report_panel(path: str) -> str:
+    """The report panel of a committed answer's JSON (``benchmarks.quickstart_report``), drawn by the CLI's own view
+    at 88 columns without colour, and where it ran."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from snapkv_cli.cli.report_view import render_report
+
+    def namespace(value):
+        if isinstance(value, dict):
+            return SimpleNamespace(**{key: namespace(item) for key, item in value.items()})
+        return [namespace(item) for item in value] if isinstance(value, list) else value
+
+    stored = _load(path)
+    console = Console(width=88, record=True, color_system=None, force_terminal=False, file=io.StringIO())
+    render_report(namespace(stored["report"]), console)
+    machine = stored["provenance"]["machine"]
+    return (f"```\n{console.export_text().rstrip()}\n```\n\n(`{stored['run']}` on a {machine['cpus']}-core "
+            f"{machine['cpu']}, torch {machine['torch']}, commit `{stored['provenance']['git']['commit'][:10]}`.)\n")
+
+
 GENERATORS = {
     "at-a-glance": at_a_glance,
     "methods-table": methods_table,
+    "report-panel": report_panel,
     "multi-question-speed": multi_question_speed,
     "multi-question-facts": multi_question_facts,
     "multi-question-runs": multi_question_runs,

@@ -22,10 +22,9 @@ PROCESS_WORDS = {
     "this task": r"\bthis task\b",
 }
 
-# README.md is left out of both lists while it is being rewritten (it still links to a heading named after an issue);
-# the lead adds it to both after the rewrite. docs/decisions/ are design notes: they may speak of process, so only
-# their links are checked (and their issue numbers, below).
-USER_DOCS = sorted(DOCS.glob("*.md"))
+# docs/decisions/ are design notes: they may speak of process, so only their links are checked (and their issue
+# numbers, below).
+USER_DOCS = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
 DECISIONS = sorted((DOCS / "decisions").glob("*.md"))
 LINKED_DOCS = [path for path in [ROOT / "CONTRIBUTING.md", *USER_DOCS, *DECISIONS] if path.exists()]
 
@@ -112,3 +111,16 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
         doc.write_text(f"# A title\n\n{bad}\n", encoding="utf-8")
         with pytest.raises(AssertionError):
             test_user_docs_name_no_issue_or_process(doc)
+
+
+def test_the_readme_starts_with_the_two_quickstart_commands_that_ci_runs():
+    """The README's first command installs what `ask` needs and asks the question whose report the README shows;
+    its second is the test command, and `.ci/run` runs exactly that."""
+    from benchmarks.quickstart_report import DOCUMENT, QUESTION
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first, second = re.findall(r"^```bash\n(.*?)\n```", readme, re.M | re.S)[:2]
+    assert "[test" not in first and f'snapkv ask {DOCUMENT} "{QUESTION}"' in first
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert ci.splitlines()[-1] == second
+    assert re.search(r"torch==[\d.]+", first).group(0) in ci  # the same torch as the user's install
