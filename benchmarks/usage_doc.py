@@ -39,7 +39,7 @@ def _root(app=None):
 def _walk(command, ctx):
     """``(path, command, ctx)`` for the command and every subcommand, depth first, in ``--help``'s order."""
     yield ctx.command_path.split()[1:], command, ctx
-    for name in getattr(command, "commands", {}) and command.list_commands(ctx):
+    for name in command.list_commands(ctx) if hasattr(command, "commands") else []:
         child = command.get_command(ctx, name)
         if child is not None and not child.hidden:
             yield from _walk(child, child.context_class(child, info_name=name, parent=ctx))
@@ -496,6 +496,6 @@ def _meaning(path: str, kind: str) -> str:
 
 def json_schema(kind: str) -> str:
     """The table of ``snapkv ask --json`` (``kind`` ``ask``) or ``snapkv inspect --json`` (``inspect``) keys."""
-    keys = ask_keys() if kind == "ask" else inspect_keys()
+    keys = {"ask": ask_keys, "inspect": inspect_keys}[kind]()
     rows = [[f"`{path}`", type_, _meaning(path, kind)] for path, type_ in keys]
     return _table(["key", "type", "meaning"], rows)
