@@ -1,5 +1,6 @@
 """Regenerate, or check, every benchmark table and numeric sentence in the docs from the committed raw JSON (and the
-README's table of methods from the method registry).
+README's table of methods from the method registry, docs/usage.md's commands, options and JSON schemas from the Typer
+app and the typed report: :mod:`benchmarks.usage_doc`).
 
 Blocks in the Markdown files look like::
 
@@ -27,14 +28,14 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import long_cost_bench, prefill_bench
+from benchmarks import long_cost_bench, prefill_bench, usage_doc
 from benchmarks import methods_timing as methods_timing_script
 from benchmarks.peers import peers_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "guide.md", DOCS / "multi_question.md", DOCS / "peers.md",
-         DOCS / "batch.md", *sorted((DOCS / "decisions").glob("*.md")))
+FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "guide.md", DOCS / "usage.md", DOCS / "methods.md",
+         DOCS / "multi_question.md", DOCS / "peers.md", DOCS / "batch.md", *sorted((DOCS / "decisions").glob("*.md")))
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
 
@@ -874,6 +875,10 @@ GENERATORS = {
     "niah-kept": niah_kept,
     "decode-profile": decode_profile,
     "methods-timing": methods_timing,
+    # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
+    "usage-index": usage_doc.command_index,
+    "usage-commands": usage_doc.command_reference,
+    "json-schema": usage_doc.json_schema,
 }
 
 
