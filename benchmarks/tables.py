@@ -32,7 +32,7 @@ from benchmarks.peers import peers_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md",
+FILES = (DOCS / "benchmarks.md", DOCS / "methods.md", ROOT / "README.md", DOCS / "multi_question.md", DOCS / "peers.md",
          DOCS / "batch.md", *sorted((DOCS / "decisions").glob("*.md")))
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
