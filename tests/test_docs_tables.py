@@ -35,14 +35,17 @@ def test_every_result_json_is_used_by_a_generated_block(tables):
         assert relative in arguments or path.parent.relative_to(DOCS).as_posix() in arguments, relative
 
 
-def test_the_readme_methods_table_follows_the_method_registry(tables, monkeypatch):
-    """A method added to the registry makes the README's table of methods differ (so the check fails) until the table
-    is rewritten, with the method's row in it."""
+def test_the_methods_table_follows_the_method_registry(tables, monkeypatch):
+    """A method added to the registry makes the table of methods differ, in docs/methods.md and wherever else it is
+    generated (so the check fails), until the table is rewritten, with the method's row in it."""
     from snapkv_cli.engine.methods import METHODS, Method
 
     monkeypatch.setitem(METHODS, "dummykv", Method("dummykv", "a dummy method", "nothing it did not keep",
                                                    "[Dummy](https://example.org/dummy)"))
-    assert tables.process(write=False) == ["README.md: methods-table"]
+    holding = [f"{file.relative_to(tables.ROOT)}: methods-table" for file in tables.FILES
+               if "<!-- generated: methods-table -->" in file.read_text(encoding="utf-8")]
+    assert "docs/methods.md: methods-table" in holding
+    assert tables.process(write=False) == holding
     assert "| `dummykv` | [Dummy](https://example.org/dummy) | nothing it did not keep |" in tables.methods_table()
 
 
