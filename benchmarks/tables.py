@@ -311,7 +311,7 @@ def multi_question_speed(path: str) -> str:
     separate = sum(wall["separate_each"])
     cached, cold = per_question["cached"], per_question["cold"]
     return (f"- Speed (default model, CPU, {report['prompt_tokens']:,}-token prompt, {len(cold)} questions; "
-            f"[docs/multi_question.md](docs/multi_question.md)): {len(cold)} separate runs took {separate:.0f} s, "
+            f"[multi_question.md](multi_question.md)): {len(cold)} separate runs took {separate:.0f} s, "
             f"one multi-question run {wall['multi']:.0f} s ({separate / wall['multi']:.1f}x), the same with the "
             f"document cache loaded from disk {wall['cached_second_run']:.1f} s "
             f"({separate / wall['cached_second_run']:.1f}x; each question {min(cached):.0f}-{max(cached):.0f} s "
