@@ -8,15 +8,16 @@ whole where avgpool 5 cuts it short; a budget of 1024 tokens per layer and KV he
 LongBench setting.
 """
 
-from .engine.settings import CompressionSettings  # torch-free
+from .engine.settings import library_default  # torch-free
 
 CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, pooling="maxpool")
 
 # The method when --method is not given, and the settings it comes with (each yields to its own option), chosen on
-# the tune split (docs/benchmarks.md, "Choosing the default method on the tune split"): DefensiveKV's worst-case
+# the tune split (docs/decisions/2026-12-01-default-method.md): DefensiveKV's worst-case
 # votes with the same budget for every KV head (the paper's DefensiveKV, `--method defensivekv`, splits it
 # adaptively over padded heads: it kept no more answers on the tune split, in 39% more KV bytes), pooled in the
-# causal window ("A causal pooling window": the end of a code follows the phrase the question matches).
+# causal window (docs/decisions/2026-12-01-causal-pooling-window.md: the end of a code follows the phrase the question
+# matches).
 METHOD = "defensivekv"
 METHOD_SETTINGS = dict(head_budgets="uniform", pooling_window="causal")
 
@@ -26,4 +27,4 @@ MAX_NEW_TOKENS = 128
 
 def cli_setting(name: str):
     """The command line's default for the compression setting ``name``: :data:`CLI_DEFAULTS`', else the library's."""
-    return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else CompressionSettings.__dataclass_fields__[name].default
+    return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else library_default(name)

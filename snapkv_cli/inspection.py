@@ -3,7 +3,7 @@
 :func:`inspect_answer` turns a prefilled :class:`~snapkv_cli.pipeline.Answer` (from ``pipeline.select`` or
 ``pipeline.ask``) into an :class:`Inspection`: the prompt's tokens as text, and per (layer, KV head) which prompt
 positions were kept and their policy scores. The views (``snapkv_cli.views``) only read an ``Inspection``;
-:meth:`Inspection.to_json` is the ``snapkv inspect --json`` object (schema in the README).
+:meth:`Inspection.to_json` is the ``snapkv inspect --json`` object (schema in docs/usage.md).
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ class Inspection:
 
     # -- JSON --------------------------------------------------------------------------------------------------
     def to_json(self) -> dict:
-        """The ``snapkv inspect --json`` object (documented in the README)."""
+        """The ``snapkv inspect --json`` object (documented in docs/usage.md)."""
         report = self.report.to_json(answer=False)
         share_rows = {row["page"]: row for row in report["pages"]}
         layer_rows = {row["layer"]: row for row in report["layers"]}

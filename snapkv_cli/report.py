@@ -2,7 +2,7 @@
 
 ``Report.to_json()`` is the ``--json`` object of ``snapkv ask`` and ``snapkv chat`` (one per answer), the base of
 ``snapkv inspect --json`` (``answer=False`` leaves out what describes the answer), and what the terminal views read.
-The schema is documented in the README; :data:`SCHEMA_VERSION` changes when a key changes meaning or goes away
+The schema is documented in docs/usage.md; :data:`SCHEMA_VERSION` changes when a key changes meaning or goes away
 (new keys are added without a change).
 """
 
@@ -243,7 +243,7 @@ def cache_info(cache: SnapKVCache, layers: list[LayerRow]) -> CacheInfo:
 def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, result: GenerationResult,
                  document: str, question: str, load_s: float, question_index: int, prefix: PrefixInfo,
                  doc_cache: DocCacheInfo, wall_s: float = 0.0) -> Report:
-    """The report of one answer (documented in the README); ``wall_s``: the answer's wall time."""
+    """The report of one answer (documented in docs/usage.md); ``wall_s``: the answer's wall time."""
     cache = result.cache
     settings = cache.settings
     window = prompt.window_report(settings.window_size)

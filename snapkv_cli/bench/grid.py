@@ -14,7 +14,7 @@ from itertools import combinations
 
 from ..defaults import cli_setting
 from ..engine.methods import METHODS, Method
-from ..engine.settings import CompressionSettings, Suffix, alternatives, settings_declarations
+from ..engine.settings import CompressionSettings, Suffix, alternatives, library_default, settings_declarations
 
 DEFAULT_METHODS = tuple(name for name, method in METHODS.items() if method.benchmarked_by_default)
 # label suffix -> (the settings field it sets, its declaration), in label order
@@ -29,7 +29,7 @@ def changes(suffix: str, method: Method) -> bool:
     value differs (and that the suffix's ``when`` accepts)."""
     name, declared = SUFFIXES[suffix]
     setting = settings_declarations()[name]
-    own = getattr(method, setting.own) if setting.own else CompressionSettings.__dataclass_fields__[name].default
+    own = getattr(method, setting.own) if setting.own else library_default(name)
     return (method.compresses and setting.applies(method) and own != declared.value
             and (declared.when is None or declared.when(method)))
 

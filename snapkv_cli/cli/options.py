@@ -32,7 +32,7 @@ from ..documents import (
     megabytes,
     parse_page_ranges,
 )
-from ..engine.settings import CompressionSettings, Setting, alternatives, settings_declarations
+from ..engine.settings import CompressionSettings, Setting, alternatives, library_default, settings_declarations
 from ..errors import InvalidValue, UserError
 from ..models.placement import parse_device, parse_dtype
 from ..models.sources import check_reachable, model_source
@@ -75,10 +75,6 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 )
 
 
-def _library_default(name: str):
-    return CompressionSettings.__dataclass_fields__[name].default
-
-
 def _shown(value) -> str:
     """A default as the help says it: on/off for a flag."""
     return ("on" if value else "off") if isinstance(value, bool) else str(value)
@@ -93,7 +89,7 @@ def _setting_flag(name: str, value) -> str:
 def setting_help(name: str) -> str:
     """The help of the compression setting ``name``'s option: its declared help, the values it takes and, where the
     method decides, its default in words."""
-    declared, library_default = settings_declarations()[name], _library_default(name)
+    declared, default = settings_declarations()[name], library_default(name)
     text = declared.help.removesuffix(".")
     if declared.choices:
         meanings = declared.choices if isinstance(declared.choices, Mapping) else dict.fromkeys(declared.choices, "")
@@ -105,7 +101,7 @@ def setting_help(name: str) -> str:
                  f"{' and '.join(_setting_flag(key, value) for key, value in METHOD_SETTINGS.items())}, chosen by "
                  "measurement)")
     elif _method_decides(name):
-        own = "the method's own" if library_default is None else _shown(library_default)
+        own = "the method's own" if default is None else _shown(default)
         text += (f" (default: {_shown(METHOD_SETTINGS[name])} for the default method, {own} otherwise)"
                  if name in METHOD_SETTINGS else f" (default: {own})")
     return text + "."
@@ -114,13 +110,13 @@ def setting_help(name: str) -> str:
 def _method_decides(name: str) -> bool:
     """Whether the option of the setting ``name`` is None unless given, the method deciding: the method itself, a
     setting whose library default is the method's own, one the default method comes with."""
-    return name == "method" or name in METHOD_SETTINGS or _library_default(name) is None
+    return name == "method" or name in METHOD_SETTINGS or library_default(name) is None
 
 
 def _setting_option(name: str, declared: Setting) -> SharedOption:
     """The option of one compression setting, from its declaration."""
     default = None if _method_decides(name) else cli_setting(name)
-    kind = str if declared.parse is not None or _library_default(name) is None else type(_library_default(name))
+    kind = str if declared.parse is not None or library_default(name) is None else type(library_default(name))
     return _option(name, Optional[kind] if default is None else kind,
                    str(default) if declared.parse is not None and default is not None else default,
                    declared.flag, panel=COMPRESSION_PANEL, help=setting_help(name))

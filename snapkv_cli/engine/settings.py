@@ -82,6 +82,11 @@ def settings_declarations(cls: type | None = None) -> dict[str, Setting]:
     return {f.name: f.metadata["setting"] for f in fields(cls or CompressionSettings) if "setting" in f.metadata}
 
 
+def library_default(name: str):
+    """The library's default of the setting ``name`` (the paper's; the command line may use another)."""
+    return CompressionSettings.__dataclass_fields__[name].default
+
+
 def alternatives(values) -> str:
     """``a, b or c``."""
     values = [str(value) for value in values]
