@@ -1,0 +1,68 @@
+"""The llama.cpp baseline is what its label says: llama.cpp alone, given the prompt snapkv-cli builds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.peers import llamacpp_bench as bench
+from benchmarks.peers import llamacpp_runner as runner  # functions only: llama.cpp is imported in main()
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = ROOT / "benchmarks" / "peers" / "llamacpp_runner.py"
+
+
+def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
+    # this interpreter is the project's: snapkv_cli is importable, so the runner must not start
+    process = subprocess.run([sys.executable, str(RUNNER)], input="{}", capture_output=True, text=True,
+                             timeout=60, cwd=str(ROOT))
+    assert process.returncode != 0
+    assert "refusing to run: snapkv_cli is importable" in process.stderr
+
+
+class _OldLlama:
+    def __init__(self, model_path, flash_attn=False, n_threads=None):
+        pass
+
+
+class _NewLlama:
+    def __init__(self, model_path, flash_attn_type=-1, n_threads=None):
+        pass
+
+
+@pytest.mark.parametrize(("llama_class", "expected"), [(_OldLlama, {"flash_attn": True}),
+                                                       (_NewLlama, {"flash_attn_type": 1})])
+def test_flash_attention_is_asked_for_in_the_spelling_of_the_installed_release(llama_class, expected):
+    assert runner.flash_attention_argument(llama_class) == expected
+
+
+def test_the_documents_give_llama_cpp_the_prompt_snapkv_ask_builds(tokenizer, template, tmp_path):
+    from snapkv_cli.documents import load_document
+    from snapkv_cli.prompting import build_prompt
+
+    documents = bench.make_documents(tokenizer, template, [600, 1500], tmp_path, completion=False)
+    text, _ = bench.reference_text()
+    for length, (path, ids) in documents.items():
+        assert abs(len(ids) - length) <= 8
+        # the prompt the command builds from that file, read back independently of make_documents
+        prompt = build_prompt(tokenizer, load_document(str(path)), bench.QUESTION, template)
+        assert list(prompt.input_ids) == ids
+        # the document is the start of the shipped Language Reference, not made up
+        assert text.startswith(path.read_text(encoding="utf-8")[:200])
+
+
+def test_paired_ratios_compare_the_same_round():
+    def run(tool, round_index, prefill, decode):
+        return {"tool": tool, "round": round_index, "length": 2048, "threads": 1, "ttft_s": 1.0, "wall_s": 2.0,
+                "peak_rss_mb": 100.0, "prefill_tokens_per_s": prefill, "decode_tokens_per_s": decode, "answer": "a"}
+
+    runs = [run("snapkv-cli", 0, 300.0, 20.0), run("llama.cpp", 0, 100.0, 10.0),
+            run("llama.cpp", 1, 50.0, 40.0), run("snapkv-cli", 1, 200.0, 20.0)]
+    (row,) = bench.summarize(runs)
+    assert row["snapkv_over_llamacpp"]["prefill_tokens_per_s"]["min"] == 3.0
+    assert row["snapkv_over_llamacpp"]["prefill_tokens_per_s"]["max"] == 4.0
+    assert row["snapkv_over_llamacpp"]["decode_tokens_per_s"]["min"] == 0.5
+    assert row["snapkv_over_llamacpp"]["decode_tokens_per_s"]["max"] == 2.0
