@@ -92,12 +92,16 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
         for kind in plan.tasks:
             new_tokens = plan.new_tokens(kind)
             limit = plan.prompt_limit(context, kind)
+            session, prefilled = None, None
             for sample, task in enumerate(plan_tasks(loaded, plan, kind, length, template)):
-                document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
-                session = DocumentSession(loaded, document, plan.settings("full", None), template,
-                                          generation=GenerationOptions(max_new_tokens=new_tokens,
-                                                                       prefill_chunk=plan.prefill_chunk),
-                                          attention_sums=attention_sums)
+                if task.document != prefilled:  # questions about one document (docqa) share its prefix
+                    session = None  # the last document's prefix goes before the next one's
+                    document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
+                    session = DocumentSession(loaded, document, plan.settings("full", None), template,
+                                              generation=GenerationOptions(max_new_tokens=new_tokens,
+                                                                           prefill_chunk=plan.prefill_chunk),
+                                              attention_sums=attention_sums)
+                    prefilled = task.document
                 try:
                     # the task builder keeps the prompt within ``limit``; a broken guarantee must not pass
                     prompt = session.build_prompt(task.question)
@@ -115,7 +119,7 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                     outcomes.append(outcome)
                     if on_outcome is not None:
                         on_outcome(outcome)
-                del session  # its prefix (the document's full KV) goes before the next sample's
+            del session
     return outcomes, skipped
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from ..documents import Document, Page
 from ..errors import UserError
 from ..prompting import Template, build_prompt
+from . import docqa
 from .haystack import SPLITS, shuffled_paragraphs
 from .scoring import extract, is_correct
 
@@ -31,7 +32,8 @@ VARIABLES = ("ALPHA", "BRAVO", "CEDAR", "DELTA", "EMBER", "FJORD", "GLYPH", "HAV
 # Tokens each task's answer may take by default: a code is 5 single-digit tokens here, a list of three codes with
 # their numbering about 26, a chain of three names with some words about 28; the rest is room for the model's
 # phrasing ("The pass code for the amber door is ...").
-NEW_TOKENS = {"single_needle": 64, "multi_key": 64, "question_first": 64, "multi_value": 96, "variable_tracking": 96}
+NEW_TOKENS = {"single_needle": 64, "multi_key": 64, "question_first": 64, "multi_value": 96, "variable_tracking": 96,
+              docqa.KIND: docqa.NEW_TOKENS}
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,22 @@ TASKS: dict[str, Callable[..., Task]] = {
     "variable_tracking": variable_tracking,
     "question_first": question_first,
 }
+# every task kind: the generated ones, then the questions about real documents (:mod:`.docqa`)
+TASK_KINDS = (*TASKS, docqa.KIND)
+
+
+def docqa_tasks(shape: PromptShape, length: int, samples: int, split: str, seed: int) -> list[Task]:
+    """The drawn questions about the documents of ``length`` (none at a length without documents)."""
+    tasks = []
+    for i, question in enumerate(docqa.draw(length, samples, split, seed)):
+        text = docqa.document(question.source)
+        if shape.prompt_tokens(text, question.question) > shape.max_prompt_tokens:
+            raise UserError(f"{docqa.SOURCES[question.source].title} does not fit a {shape.max_prompt_tokens:,}-token "
+                            "prompt")
+        tasks.append(Task(docqa.KIND, task_seed(split, docqa.KIND, length, i, seed), text, question.question,
+                          question.expected, depth=docqa.depth(question), answer_kind=question.kind,
+                          vocabulary=question.vocabulary))
+    return tasks
 
 
 def make_tasks(tokenizer, kind: str, length: int, samples: int, template: Template, *,
@@ -226,11 +244,13 @@ def make_tasks(tokenizer, kind: str, length: int, samples: int, template: Templa
     """``samples`` tasks of ``kind`` whose prompts hold at most ``max_prompt_tokens`` (default ``length``) tokens.
 
     Needle depths spread evenly from 5% to 95% over the samples; sample ``i`` is seeded by
-    :func:`task_seed` ``(split, kind, length, i, seed)``.
+    :func:`task_seed` ``(split, kind, length, i, seed)``. ``docqa`` draws its questions instead (:func:`.docqa.draw`).
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     shape = PromptShape(tokenizer, template, min(length, max_prompt_tokens or length))
+    if kind == docqa.KIND:
+        return docqa_tasks(shape, length, samples, split, seed)
     depths = [0.05 + 0.9 * i / max(1, samples - 1) for i in range(samples)]
     tasks = []
     for i, depth in enumerate(depths):
