@@ -128,7 +128,7 @@ def run_snapkv(args, document: Path, threads: int) -> dict:
             "decode_tokens_per_s": timings["decode_tokens_per_s"],
             "prefill_tokens_per_s": round(prompt_tokens / timings["prefill_s"], 2),
             "generated_tokens": report["generated_tokens"], "answer": report["answer"],
-            "method": report["settings"]["method"], "budget": report["settings"].get("budget"),
+            "method": report["method"], "budget": report["settings"].get("budget"),
             "dtype": report["dtype"],
             "kv_cache": report.get("kv_cache")}
 
