@@ -30,7 +30,7 @@ from pathlib import Path
 
 from benchmarks import long_cost_bench, prefill_bench, usage_doc
 from benchmarks import methods_timing as methods_timing_script
-from benchmarks.peers import peers_bench
+from benchmarks.peers import llamacpp_bench, peers_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -639,6 +639,24 @@ def peers_table(path: str) -> str:
             + _table((["snapkv-cli", "peer", "identical answers", "same verdict"], agreement)))
 
 
+def llamacpp_table(path: str) -> str:
+    """snapkv-cli next to llama.cpp on the same GGUF and prompt ids, recomputed from every run (fresh processes)."""
+    report = _load(path)
+    runs = report["runs"]
+    theirs = next(run for run in runs if run["tool"] == "llama.cpp")
+    ours = [run for run in runs if run["tool"] == "snapkv-cli"]
+    settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in ours}, key=str)
+    said = "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings)
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+    rounds = report["args"]["rounds"]
+    return (f"snapkv-cli: `snapkv ask` with its defaults ({said}); llama.cpp: llama-cpp-python "
+            f"{theirs['llama_cpp_python']} built from source (AVX-512, flash attention on) on "
+            f"`{report['gguf']['file']}`, the file the built-in model is converted from. {rounds} rounds, fresh "
+            f"processes, median (min-max); "
+            f"load average during the runs {min(loads):.1f}-{max(loads):.1f}.\n\n"
+            + llamacpp_bench.markdown(llamacpp_bench.summarize(runs), report["args"]["model"]))
+
+
 def prefill_table(path: str) -> str:
     """``benchmarks/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
@@ -865,6 +883,7 @@ GENERATORS = {
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,
+    "llamacpp-table": llamacpp_table,
     "batch-table": batch_table,
     "batch-readme": batch_readme,
     "prefill-table": prefill_table,
