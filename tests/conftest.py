@@ -15,6 +15,16 @@ def clean_env(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def cpu_without_native_bf16(monkeypatch):
+    """``--dtype auto`` on a CPU picks bfloat16 where the CPU computes it natively: every test sees a CPU without it
+    (float32, as the tests' expected numbers assume), so that results do not depend on the machine that runs them.
+    tests/test_weight_dtype.py puts a bfloat16 CPU back where it tests the choice."""
+    from snapkv_cli.models import cpu_features
+
+    monkeypatch.setattr(cpu_features, "native_bf16_feature", lambda *args, **kwargs: None)
+
+
+@pytest.fixture(autouse=True)
 def no_timed_progress_lines(monkeypatch):
     """Off a terminal, progress lines depend on time (one every few seconds, none in a run's first seconds): no test
     sees them unless it asks for them (tests/test_progress.py), so that stderr checks do not depend on the machine's
