@@ -180,17 +180,14 @@ def quantization_config(scheme: str):
     import importlib
     import logging
 
-    quiet = [logging.getLogger(name) for name in ("torchao", "torch.utils._pytree")]
-    levels = [logger.level for logger in quiet]
-    for logger in quiet:  # its import warns of optional GPU kernels it cannot load on a CPU-only torch
-        logger.setLevel(logging.ERROR)
+    # torchao warns, as it is imported and as the model is quantized, of optional GPU kernels it cannot load on a
+    # CPU-only torch and of enums torch now registers itself: nothing a user can act on
+    for name in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         quantization = importlib.import_module("torchao.quantization")
     except ImportError as exc:
         raise QuantizationUnavailable(scheme, f"importing it failed ({exc})") from None
-    finally:
-        for logger, level in zip(quiet, levels):
-            logger.setLevel(level)
     from transformers import TorchAoConfig
 
     return TorchAoConfig(quantization.Int8WeightOnlyConfig(), modules_to_not_convert=["lm_head"])
