@@ -681,6 +681,23 @@ def prefill_table(path: str) -> str:
                     f"target is at least 80%).\n")
 
 
+def weight_dtype_table(path: str) -> str:
+    """``benchmarks/weight_dtype_bench.py``: each weight variant's prefill and decode speed, their ratios to float32
+    within each round, peak RSS and load time, as min / median / max over the rounds."""
+    report = _load(path)
+    labels = {"float32": "float32", "bfloat16": "bfloat16", "int8": "bfloat16 + int8", "float32-int8": "float32 + int8"}
+
+    def spread(row: dict, key: str, digits: int) -> str:
+        return " / ".join(f"{row[key][part]:.{digits}f}" for part in ("min", "median", "max"))
+
+    rows = [[labels.get(variant, variant), spread(row, "prefill_tokens_per_s", 0), spread(row, "prefill_vs_float32", 2),
+             spread(row, "decode_tokens_per_s", 1), spread(row, "decode_vs_float32", 2), spread(row, "peak_rss_mb", 0),
+             spread(row, "load_s", 2)]
+            for variant, row in report["summary"].items()]
+    return _table((["weights", "prefill tok/s", "prefill vs float32", "decode tok/s", "decode vs float32",
+                    "peak RSS MB", "load_s"], rows))
+
+
 def methods_table() -> str:
     """The README's table of methods, from the method registry (:mod:`snapkv_cli.engine.methods`)."""
     from snapkv_cli.engine.methods import METHODS
@@ -894,6 +911,7 @@ GENERATORS = {
     "niah-kept": niah_kept,
     "decode-profile": decode_profile,
     "methods-timing": methods_timing,
+    "weight-dtype-table": weight_dtype_table,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
     "usage-index": usage_doc.command_index,
     "usage-commands": usage_doc.command_reference,

@@ -265,7 +265,11 @@ MEANINGS = {
     "document": "the document's path (`<stdin>` for stdin)",
     "model": "the model that ran",
     "device": "the device it ran on",
-    "dtype": "the dtype of its weights",
+    "dtype": "the dtype of its weights, read back from the model",
+    "dtype_reason": "why that dtype: \"asked for\" (--dtype), or \"auto: \" and the reason (a CPU that computes "
+                    "bfloat16 natively, a GPU without bfloat16)",
+    "quantization": "\"int8\" when the Linear layers' weights are int8 (--quantize int8, read back from the model), "
+                    "else null",
     "method": "the compression method",
     "settings": "the compression settings as applied to this prompt",
     "settings.window_size": "observation window: the last prompt tokens that vote",

@@ -28,3 +28,9 @@ MAX_NEW_TOKENS = 128
 def cli_setting(name: str):
     """The command line's default for the compression setting ``name``: :data:`CLI_DEFAULTS`', else the library's."""
     return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else library_default(name)
+
+# Whether --dtype auto on a CPU that computes bfloat16 natively (AVX512_BF16, AMX, aarch64 bf16; detected in
+# snapkv_cli/models/cpu_features.py) loads the weights in bfloat16 rather than float32. Selection math stays float32
+# either way. docs/decisions/2026-12-02-cpu-weight-dtype.md: set before the paired accuracy run against float32,
+# which decides whether it stays.
+CPU_AUTO_BFLOAT16 = True

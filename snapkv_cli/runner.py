@@ -23,15 +23,16 @@ from .prompting import Template, load_template
 class RunOptions:
     """Everything a run needs besides its documents and questions.
 
-    model/device/dtype/device_map: what to load (see :func:`snapkv_cli.models.loader.load_model`); settings: the
-    compression; generation: decoding and prefill chunking; pages/max_document_mb (None: the library's limit)/
-    template/truncate: how documents are read and become prompts;
+    model/device/dtype/quantize/device_map: what to load (see :func:`snapkv_cli.models.loader.load_model`);
+    settings: the compression; generation: decoding and prefill chunking; pages/max_document_mb (None: the
+    library's limit)/template/truncate: how documents are read and become prompts;
     doc_cache_mb: the on-disk document cache's cap in MB, or None when it is off.
     """
 
     model: str | None = None
     device: str = "auto"
     dtype: str = "auto"
+    quantize: str | None = None
     device_map: str | None = None
     settings: CompressionSettings = field(default_factory=CompressionSettings)
     generation: GenerationOptions = field(default_factory=GenerationOptions)
@@ -75,7 +76,7 @@ class Runner:
             self.presenter.progress("Loading model...")
             self._loaded = (self._load_model or load_model)(
                 options.model, device=options.device, dtype=options.dtype, device_map=options.device_map,
-                progress=self.presenter.progress, notice=self.presenter.notice)
+                quantize=options.quantize, progress=self.presenter.progress, notice=self.presenter.notice)
         return self._loaded
 
     @property

@@ -14,6 +14,19 @@ def clean_env(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def cpu_without_native_bf16():
+    """``--dtype auto`` on a CPU picks bfloat16 where the CPU computes it natively: every test sees a CPU without it
+    (float32, as the tests' expected numbers assume), so that results do not depend on the machine that runs them.
+    Session-wide, so that models loaded by module-scoped fixtures see it too; tests/test_weight_dtype.py puts a
+    bfloat16 CPU back where it tests the choice."""
+    from snapkv_cli.models import cpu_features
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cpu_features, "native_bf16_feature", lambda *args, **kwargs: None)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_timed_progress_lines(monkeypatch):
     """Off a terminal, progress lines depend on time (one every few seconds, none in a run's first seconds): no test

@@ -98,5 +98,7 @@ def provenance(loaded, start: dict) -> dict:
                     "torch_threads": torch.get_num_threads()},
         "model": None if loaded is None else {
             "name": loaded.name, "source": str(loaded.source), "device": str(loaded.device),
-            "dtype": str(loaded.dtype).removeprefix("torch.")},
+            "dtype": str(loaded.dtype).removeprefix("torch."),
+            "dtype_reason": getattr(loaded, "dtype_reason", None),
+            "quantization": getattr(loaded, "quantization", None)},
     }

@@ -85,7 +85,8 @@ def _split(text: str) -> str:
 def _load(options):
     from ..models.loader import load_model
 
-    return load_model(options.model, device=options.device, dtype=options.dtype, device_map=options.device_map)
+    return load_model(options.model, device=options.device, dtype=options.dtype, device_map=options.device_map,
+                      quantize=options.quantize)
 
 
 def _check_outputs(*paths: Optional[Path]) -> None:

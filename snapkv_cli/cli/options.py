@@ -34,7 +34,7 @@ from ..documents import (
 )
 from ..engine.settings import CompressionSettings, Setting, alternatives, library_default, settings_declarations
 from ..errors import InvalidValue, UserError
-from ..models.placement import parse_device, parse_dtype
+from ..models.placement import QUANTIZATIONS, parse_device, parse_dtype, parse_quantize
 from ..models.sources import check_reachable, model_source
 from ..prompting import TRUNCATIONS, Template, load_template
 
@@ -65,7 +65,12 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
                  "org/name (default: SmolLM2-135M-Instruct)."),
     _option("device", str, "auto", "--device", envvar="SNAPKV_DEVICE", panel=MODEL_PANEL,
             help="auto, cpu, cuda or cuda:N."),
-    _option("dtype", str, "auto", "--dtype", panel=MODEL_PANEL, help="auto, float32, bfloat16 or float16."),
+    _option("dtype", str, "auto", "--dtype", panel=MODEL_PANEL,
+            help="auto, float32, bfloat16 or float16 (auto: bfloat16 on a GPU that has it, else float16; on a CPU "
+                 "bfloat16 where it computes it natively, else float32)."),
+    _option("quantize", Optional[str], None, "--quantize", panel=MODEL_PANEL,
+            help="Quantize the weights: " + ", ".join(f"{name} ({what})" for name, what in QUANTIZATIONS.items())
+                 + "; needs torchao, the int8 extra of the package (default: none)."),
     _option("device_map", Optional[str], None, "--device-map", panel=MODEL_PANEL,
             help="Shard the model over devices with accelerate (e.g. auto); overrides --device."),
     _option("prefill_chunk", Optional[int], None, "--prefill-chunk", min=1, envvar="SNAPKV_PREFILL_CHUNK",
@@ -184,6 +189,7 @@ class RunChoices:
                                        seed=values["seed"], prefill_chunk=values["prefill_chunk"],
                                        stop_on_repeat=values["stop_on_repeat"])
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
+                          quantize=parse_quantize(values["quantize"]),
                           device_map=values["device_map"], settings=self.settings, generation=generation,
                           pages=values["pages"], max_document_mb=values["max_document_mb"], template=self.template,
                           truncate=values["truncate"],
@@ -211,8 +217,8 @@ def compression_settings(values: dict) -> CompressionSettings:
 
 def check_run_values(values: dict) -> RunChoices:
     """The parsed shared options checked without torch or a model: the truncation, the template, the compression
-    settings, the page selection's form, the device's and dtype's names (the model's name is checked once the
-    documents are read, by :meth:`RunChoices.build`)."""
+    settings, the page selection's form, the device's and dtype's names, the quantization and its library (the
+    model's name is checked once the documents are read, by :meth:`RunChoices.build`)."""
     truncate = values["truncate"]
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
@@ -222,6 +228,7 @@ def check_run_values(values: dict) -> RunChoices:
         parse_page_ranges(values["pages"])
     parse_device(values["device"])
     parse_dtype(values["dtype"])
+    parse_quantize(values["quantize"])
     return RunChoices(values, settings, template)
 
 
@@ -262,17 +269,18 @@ def run_options(command):
 
 def model_options(command):
     """Give ``command`` the model options (:data:`MODEL_OPTIONS`); it receives them as ``options: RunOptions``
-    (model, device, dtype, device map and prefill chunk set; the rest at their defaults)."""
+    (model, device, dtype, quantization, device map and prefill chunk set; the rest at their defaults)."""
 
     def build(values: dict) -> dict:
         parse_device(values["device"])  # the names are checked before torch is imported
         parse_dtype(values["dtype"])
+        quantize = parse_quantize(values["quantize"])
         check_reachable(model_source(values["model"]))
         from ..generation import GenerationOptions
         from ..runner import RunOptions
 
         return {"options": RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
-                                      device_map=values["device_map"],
+                                      quantize=quantize, device_map=values["device_map"],
                                       generation=GenerationOptions(prefill_chunk=values["prefill_chunk"]))}
 
     return _with_shared(MODEL_OPTIONS, build)(command)

@@ -51,6 +51,15 @@ def _shares_a_prefix(report: Report) -> bool:
     return bool(report.reused_prefix_tokens or report.prefix.seconds)
 
 
+def weights_text(report: Report) -> str:
+    """The weights' dtype (and quantization), read back from the model, and why: ``bfloat16 (auto: this CPU computes
+    bfloat16 natively (AVX512_BF16))``, ``float32, int8 Linear layers (asked for)``. A report stored before these
+    keys existed (the docs' examples) shows the dtype alone."""
+    quantization, reason = getattr(report, "quantization", None), getattr(report, "dtype_reason", None)
+    quantized = f", {quantization} Linear layers" if quantization else ""
+    return f"{report.dtype}{quantized}" + (f" ({reason})" if reason else "")
+
+
 def time_text(report: Report) -> str:
     """The panel's times: the model's load, the document's prefill where it was shared (or where it came from), the
     question's prefill, the decoding, and the answer's wall time."""
@@ -77,7 +86,8 @@ def render_report(report: Report, console: Console) -> None:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column()
-    table.add_row("model", Text(f"{report.model}  ({report.device}, {report.dtype})"))
+    table.add_row("model", Text(f"{report.model}  ({report.device})"))
+    table.add_row("weights", Text(weights_text(report)))
     table.add_row("prompt", f"{report.prompt_tokens} tokens = {prompt.document} document + "
                             f"{prompt.template} template + {prompt.question} question")
     window = f"{prompt.window_size} tokens, {prompt.question_tokens_in_window} of them question"

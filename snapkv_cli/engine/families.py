@@ -84,4 +84,7 @@ def logit_softcap(module: nn.Module) -> float | None:
 def output_projection(module: nn.Module) -> torch.Tensor | None:
     """(hidden, query_heads * head_dim) the weight of the attention's output projection ``o_proj`` (every supported
     family's name for it), or None where the module has none or it is not a plain weight (CriticalKV then refuses)."""
-    return getattr(getattr(module, "o_proj", None), "weight", None)
+    weight = getattr(getattr(module, "o_proj", None), "weight", None)
+    if getattr(weight, "qdata", None) is not None:  # quantized (--quantize int8): the weights it stands for
+        return weight.dequantize()
+    return weight

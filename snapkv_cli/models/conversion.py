@@ -6,7 +6,10 @@ cross-process lock, in a staging directory that is renamed into place only when 
 (written last) names the GGUF's SHA-256, so a directory without it, or made from another file, is rebuilt.
 
 The built-in models (``default_model.py``, ``gemma3.py``) and any local ``.gguf`` (``local_gguf.py``) come this way.
-No torch or transformers at import time: ``snapkv models list`` imports this.
+:func:`dtype_copy` keeps a copy of such a directory in another dtype (bfloat16) inside it, built once the same way
+(lock, staging directory, marker written last), so a bfloat16 run does not convert the float32 weights at every
+start; it goes when its directory is rebuilt. No torch or transformers at import time: ``snapkv models list``
+imports this.
 """
 
 from __future__ import annotations
@@ -73,6 +76,74 @@ def build_once(target: Path, gguf_sha256: str, obtain: ObtainGGUF, *, title: str
             return target
         _remove_stale_work_dirs(parent, target.name)
         return _build(target, gguf_sha256, obtain, title, info, say, needed)
+
+
+def dtype_copy(source: Path, dtype: str, progress: Progress | None = None) -> Path:
+    """The copy of the converted directory ``source`` with its floating-point weights in ``dtype`` (``bfloat16``),
+    at ``source/<dtype>/``, made on first use under a lock (the float32 weights are converted once, not at every
+    load). Its marker names the source's GGUF hash, so a copy left from another conversion is rebuilt. Returns
+    ``source`` itself for its own dtype; a cache that cannot be written is :class:`CacheNotWritable`."""
+    say = progress or (lambda _msg: None)
+    info = read_marker(source)
+    if info is None or dtype == info.get("dtype", "float32"):
+        return source
+    sha = str(info.get("gguf_sha256"))
+    target = source / dtype
+
+    def done() -> bool:
+        marker = read_marker(target)
+        return marker is not None and marker.get("dtype") == dtype and is_complete(target, sha)
+
+    if done():
+        return target
+    waiting = f"Another snapkv process is making the {dtype} copy of {source.name}; waiting for it..."
+    with exclusive(source / f".{dtype}.lock", waiting, say, "about 300 MB"):
+        if done():
+            return target
+        _remove_stale_work_dirs(source, dtype)
+        started = time.monotonic()
+        say(f"Saving a {dtype} copy of {source.name} (once)...")
+        staging = None
+        try:
+            try:
+                staging = Path(tempfile.mkdtemp(prefix=f".{dtype}.partial-", dir=source))
+                versions = save_in_dtype(source, staging, dtype)
+            except OSError as exc:
+                raise _not_writable(source, exc, "about 300 MB") from None
+            marker = {**info, **versions, "created_unix": int(time.time()),
+                      "conversion_s": round(time.monotonic() - started, 1), "converted_from": "float32"}
+            try:
+                (staging / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")  # last
+                if target.exists():
+                    shutil.rmtree(target)
+                os.rename(staging, target)
+            except OSError as exc:
+                raise _not_writable(source, exc, "about 300 MB") from None
+            staging = None
+        finally:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def save_in_dtype(source: Path, out_dir: Path, dtype: str) -> dict[str, Any]:
+    """Load the model at ``source`` in ``dtype`` and save it with its tokenizer into ``out_dir`` as safetensors;
+    the versions used, for the marker."""
+    from snapkv_cli.models.hf_utils import quiet_transformers
+
+    quiet_transformers()
+    import torch
+    import transformers
+    from safetensors import SafetensorError
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(source), dtype=getattr(torch, dtype))
+        model.save_pretrained(str(out_dir), safe_serialization=True)
+        AutoTokenizer.from_pretrained(str(source)).save_pretrained(str(out_dir))
+    except SafetensorError as exc:  # a full disk reaches us from the writer
+        raise OSError(str(exc)) from None
+    return {"transformers_version": transformers.__version__, "torch_version": torch.__version__, "dtype": dtype}
 
 
 def _build(target: Path, gguf_sha256: str, obtain: ObtainGGUF, title: str, info: dict[str, Any], say: Progress,

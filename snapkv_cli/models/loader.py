@@ -11,10 +11,17 @@ from typing import Any
 
 import torch
 
-from snapkv_cli.errors import DeviceUnavailable, ModelOutOfMemory, UserError
-from snapkv_cli.models import catalog, local_gguf
+from snapkv_cli.errors import (
+    CacheNotWritable,
+    DeviceUnavailable,
+    ModelOutOfMemory,
+    QuantizationUnavailable,
+    UserError,
+)
+from snapkv_cli.models import catalog, conversion, local_gguf
+from snapkv_cli.models.cpu_features import cpu_auto_dtype
 from snapkv_cli.models.hf_utils import quiet_transformers, set_hf_env, short_reason
-from snapkv_cli.models.placement import parse_device, parse_dtype
+from snapkv_cli.models.placement import parse_device, parse_dtype, parse_quantize
 from snapkv_cli.models.sources import check_reachable, model_source
 
 set_hf_env()
@@ -29,7 +36,8 @@ _LOAD_HINT = "pass a local directory, a .gguf file, or a Hugging Face id (needs 
 
 @dataclass
 class LoadedModel:
-    """A loaded model and tokenizer; ``device`` and ``dtype`` are read back from the model's weights."""
+    """A loaded model and tokenizer; ``device``, ``dtype`` and ``quantization`` are read back from the model's weights,
+    ``dtype_reason`` says why that dtype (``auto: ...`` or ``asked for``)."""
 
     model: Any
     tokenizer: Any
@@ -39,6 +47,8 @@ class LoadedModel:
     dtype: torch.dtype
     load_seconds: float
     base_model: bool = False  # not instruction-tuned (or no chat template): completion-style prompts, a stop rule
+    dtype_reason: str = "asked for"
+    quantization: str | None = None  # "int8": the Linear layers' weights are int8
 
 
 def is_base_model(tokenizer: Any, entry: catalog.CatalogEntry | None = None) -> bool:
@@ -65,14 +75,24 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index) if index is not None else torch.device("cuda")
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """"auto" -> bfloat16 on CUDA with bf16 support, else float16 on CUDA, float32 on CPU."""
+def choose_dtype(dtype: str, device: torch.device) -> tuple[torch.dtype, str]:
+    """The dtype to load in and why: "auto" -> bfloat16 on CUDA with bf16 support, else float16 on CUDA; on a CPU
+    bfloat16 where it computes it natively (:func:`snapkv_cli.models.cpu_features.cpu_auto_dtype`), else float32.
+    The reason is ``auto: ...`` or ``asked for``."""
     name = parse_dtype(dtype)
-    if name == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    return getattr(torch, name)
+    if name != "auto":
+        return getattr(torch, name), "asked for"
+    if device.type == "cuda":
+        if torch.cuda.is_bf16_supported():
+            return torch.bfloat16, "auto: this GPU supports bfloat16"
+        return torch.float16, "auto: this GPU has no bfloat16: float16"
+    picked, reason = cpu_auto_dtype()
+    return getattr(torch, picked), f"auto: {reason}"
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """The dtype alone of :func:`choose_dtype`."""
+    return choose_dtype(dtype, device)[0]
 
 
 def load_model(
@@ -83,6 +103,7 @@ def load_model(
     device_map: str | None = None,
     progress: Progress | None = None,
     notice: Progress | None = None,
+    quantize: str | None = None,
 ) -> LoadedModel:
     """Load a model and tokenizer, in eval mode, on the resolved device and dtype.
 
@@ -92,13 +113,17 @@ def load_model(
     ``from_pretrained``; an ``org/name`` Hugging Face id -> fetched by transformers on first use (refused within
     seconds when it is not cached and the Hub cannot be reached); any other name is an error
     (:func:`snapkv_cli.models.sources.model_source`).
-    With ``device_map`` set, placement is left to transformers/accelerate. ``progress`` hears of each step,
+    A converted model (built-in or .gguf) loaded in bfloat16 reads a bfloat16 copy saved once beside it
+    (:func:`snapkv_cli.models.conversion.dtype_copy`). ``quantize="int8"`` makes the decoder's Linear weights int8
+    (:func:`quantization_config`). With ``device_map`` set, placement is left to transformers/accelerate.
+    ``progress`` hears of each step,
     ``notice`` of what must be shown whatever the output (a built-in model's terms at its first fetch; unset:
     ``progress``).
     """
     say = progress or (lambda _msg: None)
     torch_device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, torch_device)
+    torch_dtype, dtype_reason = choose_dtype(dtype, torch_device)
+    scheme = parse_quantize(quantize)
     started = time.monotonic()
 
     origin = model_source(name)  # a typo fails here, before anything is fetched
@@ -113,9 +138,12 @@ def load_model(
         source = str(origin.path)
     else:
         source = display  # a Hugging Face id
+    if origin.kind in ("builtin", "gguf"):
+        source = str(_in_dtype(Path(source), torch_dtype_name(torch_dtype), say))
 
-    say(f"Loading {display} ({torch_dtype_name(torch_dtype)}, {torch_device})...")
-    model, tokenizer = _from_pretrained(display, source, torch_dtype, torch_device, attn_implementation, device_map)
+    say(f"Loading {display} ({torch_dtype_name(torch_dtype)}{', ' + scheme if scheme else ''}, {torch_device})...")
+    model, tokenizer = _from_pretrained(display, source, torch_dtype, torch_device, attn_implementation, device_map,
+                                        scheme)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -125,7 +153,52 @@ def load_model(
         dtype=_model_dtype(model, torch_dtype),
         load_seconds=time.monotonic() - started,
         base_model=is_base_model(tokenizer, entry),
+        dtype_reason=dtype_reason,
+        quantization=model_quantization(model),
     )
+
+
+def _in_dtype(converted: Path, dtype: str, say: Progress) -> Path:
+    """The converted directory's copy in ``dtype`` (made once); the float32 directory itself, converted at load,
+    where the cache cannot be written."""
+    try:
+        return conversion.dtype_copy(converted, dtype, say)
+    except CacheNotWritable as exc:
+        say(f"Could not save a {dtype} copy ({exc}); converting at load instead.")
+        return converted
+
+
+def quantization_config(scheme: str):
+    """transformers' torchao configuration for ``scheme`` (``int8``): weight-only int8 with one scale per output
+    row for every Linear layer of the decoder. The output layer stays in the model's dtype: it is tied to the
+    embeddings, which torchao does not quantize, so quantizing it would keep a second copy of the largest matrix.
+
+    Quantized at every load, not cached: on the default model torchao's int8 copy saved as safetensors (164 MB)
+    reloaded in 3.0-3.5 s, no faster than quantizing the bfloat16 copy at load (0.8-3.6 s, same machine under load;
+    docs/decisions/2026-12-02-cpu-weight-dtype.md).
+    """
+    import importlib
+    import logging
+
+    # torchao warns, as it is imported and as the model is quantized, of optional GPU kernels it cannot load on a
+    # CPU-only torch and of enums torch now registers itself: nothing a user can act on
+    for name in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    try:
+        quantization = importlib.import_module("torchao.quantization")
+    except ImportError as exc:
+        raise QuantizationUnavailable(scheme, f"importing it failed ({exc})") from None
+    from transformers import TorchAoConfig
+
+    return TorchAoConfig(quantization.Int8WeightOnlyConfig(), modules_to_not_convert=["lm_head"])
+
+
+def model_quantization(model: Any) -> str | None:
+    """``int8`` when the model's Linear layers hold int8 weights (read back from them), else None."""
+    for module in model.modules() if hasattr(model, "modules") else ():
+        if isinstance(module, torch.nn.Linear) and getattr(module.weight, "qdata", None) is not None:
+            return str(module.weight.qdata.dtype).removeprefix("torch.")
+    return None
 
 
 def _converted_gguf(raw: str, path: Path, say: Progress) -> Path:
@@ -165,6 +238,7 @@ def _from_pretrained(
     torch_device: torch.device,
     attn_implementation: str | None,
     device_map: str | None,
+    quantize: str | None = None,
 ) -> tuple[Any, Any]:
     quiet_transformers()
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -179,6 +253,8 @@ def _from_pretrained(
         model_kwargs["attn_implementation"] = attn_implementation
     if device_map:
         model_kwargs["device_map"] = device_map
+    if quantize:
+        model_kwargs["quantization_config"] = quantization_config(quantize)
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)

@@ -1,17 +1,23 @@
-"""Where and in what precision a model is loaded, as a user names them (``--device``, ``--dtype``).
+"""Where, in what precision and how quantized a model is loaded, as a user names them (``--device``, ``--dtype``,
+``--quantize``).
 
-:func:`parse_device` and :func:`parse_dtype` check the names without torch, so that a typo is reported before torch
-is imported; the loader then resolves them on this machine (:func:`snapkv_cli.models.loader.resolve_device`,
-:func:`~snapkv_cli.models.loader.resolve_dtype`).
+:func:`parse_device`, :func:`parse_dtype` and :func:`parse_quantize` check the names without torch, so that a typo
+(or a missing optional library) is reported before torch is imported; the loader then resolves them on this machine
+(:func:`snapkv_cli.models.loader.resolve_device`, :func:`~snapkv_cli.models.loader.choose_dtype`).
 """
 
 from __future__ import annotations
 
-from snapkv_cli.errors import UserError
+import importlib.util
+
+from snapkv_cli.errors import QuantizationUnavailable, UserError
 
 # --dtype spellings -> torch's name of the dtype
 DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
                "float16": "float16", "fp16": "float16"}
+
+# --quantize values -> what they do (the option's help); each needs torchao (the ``int8`` extra)
+QUANTIZATIONS = {"int8": "weight-only int8 for the decoder's Linear layers (torchao)"}
 
 
 def parse_device(device: str | None) -> tuple[str, int | None]:
@@ -33,3 +39,17 @@ def parse_dtype(dtype: str | None) -> str:
     if key == "auto" or key in DTYPE_NAMES:
         return DTYPE_NAMES.get(key, key)
     raise UserError(f"unknown dtype '{dtype}'; use auto, float32 (fp32), bfloat16 (bf16) or float16 (fp16)")
+
+
+def parse_quantize(quantize: str | None) -> str | None:
+    """None (also for "" and ``none``) or the ``--quantize`` scheme (``int8``), checked to be known and its library
+    to be installed (found without importing it): an unknown name is a :class:`UserError`, a missing library a
+    :class:`QuantizationUnavailable`."""
+    key = (quantize or "none").strip().lower()
+    if key == "none":
+        return None
+    if key not in QUANTIZATIONS:
+        raise UserError(f"unknown quantization '{quantize}'; use none or {', '.join(QUANTIZATIONS)}")
+    if importlib.util.find_spec("torchao") is None:
+        raise QuantizationUnavailable(key)
+    return key
