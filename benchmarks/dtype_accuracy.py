@@ -96,7 +96,7 @@ def pooled(rows: dict[str, dict]) -> dict:
 def summarize(folder: Path, reference: str, candidate: str) -> dict:
     def load(kind: str, dtype: str) -> dict | None:
         path = folder / f"{kind}_{dtype}.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() and path.stat().st_size else None
 
     summary: dict = {"reference": reference, "candidate": candidate}
     accuracy = load("accuracy", reference), load("accuracy", candidate)

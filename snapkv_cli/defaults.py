@@ -33,4 +33,4 @@ def cli_setting(name: str):
 # snapkv_cli/models/cpu_features.py) loads the weights in bfloat16 rather than float32. Selection math stays float32
 # either way. docs/decisions/2026-12-02-cpu-weight-dtype.md: set before the paired accuracy run against float32,
 # which decides whether it stays.
-CPU_AUTO_BFLOAT16 = True
+CPU_AUTO_BFLOAT16 = False

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..defaults import MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS, cli_setting
+from ..defaults import CPU_AUTO_BFLOAT16, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS, cli_setting
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from ..documents import (
     DEFAULT_MAX_DOCUMENT_MB,
@@ -67,7 +67,8 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
             help="auto, cpu, cuda or cuda:N."),
     _option("dtype", str, "auto", "--dtype", panel=MODEL_PANEL,
             help="auto, float32, bfloat16 or float16 (auto: bfloat16 on a GPU that has it, else float16; on a CPU "
-                 "bfloat16 where it computes it natively, else float32)."),
+                 + ("bfloat16 where it computes it natively, else float32)." if CPU_AUTO_BFLOAT16 else
+                    "float32; bfloat16 prefills faster where the CPU computes it natively).")),
     _option("quantize", Optional[str], None, "--quantize", panel=MODEL_PANEL,
             help="Quantize the weights: " + ", ".join(f"{name} ({what})" for name, what in QUANTIZATIONS.items())
                  + "; needs torchao, the int8 extra of the package (default: none)."),
