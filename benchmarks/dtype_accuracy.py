@@ -93,17 +93,31 @@ def pooled(rows: dict[str, dict]) -> dict:
             "lost": sum(row["lost"] for row in rows.values()), "gained": sum(row["gained"] for row in rows.values())}
 
 
-def summarize(folder: Path, reference: str, candidate: str) -> dict:
+def _read(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() and path.stat().st_size else None
+
+
+def merged(reports: list[dict | None]) -> dict | None:
+    """Several runs' outcomes as one (the first run's outcome wins where two ran the same cell)."""
+    key = ("length", "depth", "method", "budget")
+    seen: dict = {}
+    for report in filter(None, reports):
+        for outcome in report["outcomes"]:
+            seen.setdefault(tuple(outcome[k] for k in key), outcome)
+    return {"outcomes": list(seen.values())} if seen else None
+
+
+def summarize(folder: Path, reference: str, candidate: str, niah_reference: list[Path] = ()) -> dict:
+    """``niah_reference``: committed needle runs in the reference dtype to pair with, where the folder has none."""
     def load(kind: str, dtype: str) -> dict | None:
-        path = folder / f"{kind}_{dtype}.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() and path.stat().st_size else None
+        return _read(folder / f"{kind}_{dtype}.json")
 
     summary: dict = {"reference": reference, "candidate": candidate}
     accuracy = load("accuracy", reference), load("accuracy", candidate)
     if all(accuracy):
         rows = pair_accuracy(*accuracy)
         summary["accuracy"] = {"by_label": rows, "pooled": pooled(rows)}
-    niah = load("niah", reference), load("niah", candidate)
+    niah = load("niah", reference) or merged([_read(path) for path in niah_reference]), load("niah", candidate)
     if all(niah):
         rows = pair_niah(*niah)
         summary["niah"] = {"by_label": rows, "lost_cells": sum(row["lost"] for row in rows.values())}
@@ -115,8 +129,10 @@ def main() -> int:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--reference", default="float32")
     parser.add_argument("--candidate", default="bfloat16")
+    parser.add_argument("--niah-reference", type=Path, nargs="*", default=[],
+                        help="committed needle runs in the reference dtype (when the folder has no niah_<reference>)")
     args = parser.parse_args()
-    print(json.dumps(summarize(args.folder, args.reference, args.candidate), indent=1))
+    print(json.dumps(summarize(args.folder, args.reference, args.candidate, args.niah_reference), indent=1))
     return 0
 
 
