@@ -8,7 +8,7 @@
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
 #                                                  # tuneshared wordsample tunewordslarge
 #                                                  # niahbeyond
-#                                                  # methodstiming
+#                                                  # methodstiming selectioncost
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -288,6 +288,12 @@ methodstiming() {  # issue 17: every method's prefill and decode next to SnapKV'
   mv "$out/methods_timing.json.partial" "$out/methods_timing.json"
 }
 
+selectioncost() {  # every method's selection against its one-pass prefill, 2k-8k tokens, 1 and 2 threads; -Q questions
+  echo "[$(date -u +%H:%M:%S)] benchmarks/selection_cost.py" >&2
+  flock "$lock" python -m benchmarks.selection_cost --rounds 3 --out "$out/selection_cost.json.partial"
+  mv "$out/selection_cost.json.partial" "$out/selection_cost.json"
+}
+
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
   local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
   [ -x "$venv/bin/python" ] || bash benchmarks/peers/kvpress_venv.sh "$venv"
@@ -298,6 +304,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming selectioncost}"; do
   for name in $part; do "$name"; done
 done

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from benchmarks import long_cost_bench, prefill_bench, usage_doc
 from benchmarks import methods_timing as methods_timing_script
+from benchmarks import selection_cost as selection_cost_script
 from benchmarks.peers import llamacpp_bench, peers_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -593,6 +594,17 @@ def methods_timing(path: str) -> str:
             + script.markdown(script.summarize(report["runs"])))
 
 
+def selection_cost(path: str) -> str:
+    """``benchmarks/selection_cost.py``: every method's selection seconds and share of its one-pass prefill, per
+    prompt length and threads, recomputed from the runs."""
+    return selection_cost_script.markdown(_load(path))
+
+
+def selection_cost_questions(path: str) -> str:
+    """``benchmarks/selection_cost.py``: what each question on a shared document prefix costs, recomputed."""
+    return selection_cost_script.questions_markdown(_load(path))
+
+
 def batch_readme(path: str) -> str:
     """The README's sentence on ``snapkv batch``'s speed, from ``batch_bench.py``'s JSON."""
     report = _load(path)
@@ -912,6 +924,8 @@ GENERATORS = {
     "decode-profile": decode_profile,
     "methods-timing": methods_timing,
     "weight-dtype-table": weight_dtype_table,
+    "selection-cost": selection_cost,
+    "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
     "usage-index": usage_doc.command_index,
     "usage-commands": usage_doc.command_reference,

@@ -24,6 +24,7 @@ from .layers import BufferedLayer
 from .masking import CompressedLayerMask
 from .pending import ChunkQueries, PendingLayer
 from .policies import POLICIES
+from .prefix_norms import PrefixValueNorms
 from .prefix_state import export_prefix, import_prefix
 from .records import LayerRecord, longest_prompt, summarize, uncompressed_record
 from .settings import CompressionSettings
@@ -191,6 +192,9 @@ class SnapKVCache(DynamicCache):
         fork = SnapKVCache(settings=settings, accumulate_attention=needs_sums)
         fork.layers = [_shared_copy(layer) for layer in self.layers]
         fork.layer_class_to_replicate = self.layer_class_to_replicate
+        for index, pending in self.pending.items():  # kept with the prefix: every fork reads and fills the same
+            if pending.value_norms is None:
+                pending.value_norms = PrefixValueNorms(self.get_seq_length(index))
         fork.pending = {index: replace(pending) for index, pending in self.pending.items()}
         return fork
 

@@ -38,6 +38,7 @@ def compress_layer(policy: Policy, layer, layer_idx: int, module: nn.Module, key
         accumulated_attention=pending.accumulated_attention,
         output_projection=output_projection(module),
         word_ids=word_ids,
+        value_norms=pending.value_norms,
     )
     selection = policy.select(context)
     prompt_length = keys.shape[2]

@@ -10,6 +10,7 @@ from torch import nn
 
 from .attention import attention_probabilities
 from .families import attention_scaling, logit_softcap, project_queries
+from .prefix_norms import PrefixValueNorms
 from .settings import CompressionSettings
 
 
@@ -47,6 +48,7 @@ class PendingLayer:
     window_queries: torch.Tensor | None = None  # (batch, query_heads, <= window, head_dim)
     window_positions: torch.Tensor | None = None  # (<= window,)
     accumulated_attention: torch.Tensor | None = None  # (batch, kv_heads, group, keys so far)
+    value_norms: PrefixValueNorms | None = None  # a shared prefix's projected value norms, for every fork
 
     def absorb(self, chunk: ChunkQueries, keys: torch.Tensor, settings: CompressionSettings, accumulate: bool) -> None:
         """Keep the latest ``window_size`` queries; optionally add this chunk's attention column sums.

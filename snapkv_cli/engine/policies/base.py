@@ -17,6 +17,7 @@ import torch
 from ..allotment import head_prefix_budgets, layer_capacity, shared_ranking
 from ..attention import attention_probabilities
 from ..methods import METHODS, Method
+from ..prefix_norms import PrefixValueNorms
 from ..selection import KeptPositions, select_kept_positions
 from ..settings import CompressionSettings
 from ..words import whole_word_ranking
@@ -36,6 +37,8 @@ class LayerContext:
     output_projection: (hidden, query_heads * head_dim), the weight of the attention's output projection (``o_proj``):
         head ``q``'s output reaches the residual stream through columns ``q * head_dim ... (q + 1) * head_dim``.
     word_ids: (>= prompt_length,) int64 word of each prompt token, on the keys' device; needed with ``whole_words``.
+    value_norms: the projected value norms of the shared prefix this prompt continues, kept for every question on it
+        (None for a prompt prefilled in one pass).
     """
 
     layer_idx: int
@@ -50,6 +53,7 @@ class LayerContext:
     accumulated_attention: torch.Tensor | None = field(default=None)
     output_projection: torch.Tensor | None = field(default=None)
     word_ids: torch.Tensor | None = field(default=None)
+    value_norms: PrefixValueNorms | None = field(default=None)
 
     @property
     def prompt_length(self) -> int:

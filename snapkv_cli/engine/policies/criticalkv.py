@@ -37,7 +37,23 @@ def projected_value_norms(values: torch.Tensor, weights: torch.Tensor) -> torch.
     values: (positions, head_dim) of one KV head; weights: (group, head_dim, hidden) from
     :func:`per_query_head_weights`.
     """
-    return torch.matmul(values.float(), weights).abs().sum(dim=-1).mean(dim=0)
+    group, head_dim, hidden = weights.shape
+    return _group_norms(values, weights.transpose(0, 1).reshape(head_dim, group * hidden), group)
+
+
+NORM_BLOCK = 256  # positions projected at a time: the (block, group * hidden) product stays in the CPU's cache
+
+
+def _group_norms(values: torch.Tensor, flat_weights: torch.Tensor, group: int) -> torch.Tensor:
+    """:func:`projected_value_norms` with the group's weights side by side, (head_dim, group * hidden): one product
+    for the whole group, a block of positions at a time, absolute values taken in place. The same floats as one
+    batched product per query head (each row's product and sums are computed alike)."""
+    values = values.float()
+    norms = values.new_empty(values.shape[0])
+    for first in range(0, values.shape[0], NORM_BLOCK):
+        projected = torch.matmul(values[first:first + NORM_BLOCK], flat_weights).abs_()
+        norms[first:first + NORM_BLOCK] = projected.view(projected.shape[0], group, -1).sum(dim=-1).mean(dim=-1)
+    return norms
 
 
 def projected_value_norm_bounds(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -59,7 +75,7 @@ def projected_value_norm_bounds(values: torch.Tensor, weights: torch.Tensor) -> 
 
 
 def second_stage(prefix_scores: torch.Tensor, values: torch.Tensor, weights: torch.Tensor, eligible: torch.Tensor,
-                 counts: torch.Tensor, epsilon: float) -> torch.Tensor:
+                 counts: torch.Tensor, epsilon: float, known_norms: torch.Tensor | None = None) -> torch.Tensor:
     """(batch, kv_heads, positions) float32: ``(score + epsilon) * ||W_o v||_1`` where it was computed, -inf elsewhere.
 
     Only what decides the top ``counts[b, h]`` eligible positions of each head is computed: positions are visited in
@@ -67,11 +83,19 @@ def second_stage(prefix_scores: torch.Tensor, values: torch.Tensor, weights: tor
     once the next bound cannot beat the ``counts``-th best exact value found, so the top ``counts`` by exact value are
     the same as if every position had been computed. prefix_scores, eligible: (batch, kv_heads, positions); values:
     (batch, kv_heads, positions, head_dim); counts: (batch, kv_heads).
+
+    known_norms: (batch, kv_heads, <= positions) the norms of a shared prefix's first positions that earlier questions
+    on it computed (:class:`~snapkv_cli.engine.prefix_norms.PrefixValueNorms`; NaN where none did): a visited position
+    whose norm is known costs nothing, and the norms computed here are written into it. The visiting order and where
+    it stops do not depend on it, so neither do the positions computed (nor, among equal values, the ones kept).
     """
     weighted_scores = prefix_scores.float() + epsilon
     upper = (weighted_scores * projected_value_norm_bounds(values, weights)).masked_fill(~eligible, float("-inf"))
     exact = torch.full_like(upper, float("-inf"))
-    batch, kv_heads, _ = upper.shape
+    kv_heads, group, head_dim, hidden = weights.shape
+    flat_weights = weights.transpose(1, 2).reshape(kv_heads, head_dim, group * hidden)
+    shared = 0 if known_norms is None else known_norms.shape[-1]
+    batch = upper.shape[0]
     for b in range(batch):
         for h in range(kv_heads):
             need, available = int(counts[b, h]), int(eligible[b, h].sum())
@@ -81,14 +105,32 @@ def second_stage(prefix_scores: torch.Tensor, values: torch.Tensor, weights: tor
             done, size = 0, min(available, 2 * need + 64)
             while True:
                 visit = order[done:size]
-                exact[b, h, visit] = weighted_scores[b, h, visit] * projected_value_norms(values[b, h, visit],
-                                                                                         weights[h])
+                norms = _known_or_computed(values[b, h], flat_weights[h], group, visit,
+                                           None if known_norms is None else known_norms[b, h], shared)
+                exact[b, h, visit] = weighted_scores[b, h, visit] * norms
                 done = size
                 kth = exact[b, h].topk(need).values[-1]
                 if done >= available or bool(upper[b, h, order[done]] <= kth):
                     break
                 size = min(available, 2 * size)
     return exact
+
+
+def _known_or_computed(values: torch.Tensor, flat_weights: torch.Tensor, group: int, visit: torch.Tensor,
+                       known: torch.Tensor | None, shared: int) -> torch.Tensor:
+    """(len(visit),) the norms of one head's positions ``visit``: read from ``known`` (its first ``shared``
+    positions, NaN where not computed yet) where there, computed (and written into ``known``) elsewhere."""
+    if known is None:
+        return _group_norms(values[visit], flat_weights, group)
+    norms = torch.full(visit.shape, float("nan"), dtype=torch.float32, device=values.device)
+    in_prefix = visit < shared
+    norms[in_prefix] = known[visit[in_prefix]]
+    missing = norms.isnan()
+    computed = _group_norms(values[visit[missing]], flat_weights, group)
+    norms[missing] = computed
+    to_keep = in_prefix[missing]
+    known[visit[missing][to_keep]] = computed[to_keep]
+    return norms
 
 
 def critical_ranking(context: LayerContext, scores: torch.Tensor, head_budgets: torch.Tensor,
@@ -112,7 +154,10 @@ def critical_ranking(context: LayerContext, scores: torch.Tensor, head_budgets: 
     if most > 0:
         top = prefix_scores.topk(most, dim=-1).indices
         in_first_stage.scatter_(-1, top, torch.arange(most, device=scores.device) < first_stage[..., None])
-    weighted = second_stage(prefix_scores, values, weights, ~in_first_stage, head_budgets - first_stage, epsilon)
+    memo = getattr(context, "value_norms", None)  # (a context of the tests may be a plain namespace without it)
+    known = None if memo is None else memo.norms(values)
+    weighted = second_stage(prefix_scores, values, weights, ~in_first_stage, head_budgets - first_stage, epsilon,
+                            known)
     weighted = weighted.masked_fill(in_first_stage, float("inf"))
     return torch.cat([weighted, scores[..., prefix_length:].float()], dim=-1)
 
