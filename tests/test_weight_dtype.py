@@ -32,8 +32,11 @@ QUESTION = "Who repaired the fog signal?"
 NOTES = "Winter log. On 3 March Duncan Hale repaired the fog signal at the north pier; the lamp was relit at dusk.\n"
 
 
-def bf16_cpu(monkeypatch, feature: str | None = "AVX512_BF16") -> None:
+def bf16_cpu(monkeypatch, feature: str | None = "AVX512_BF16", *, auto_bfloat16: bool = True) -> None:
+    """A CPU with (or without) native bfloat16, and ``auto`` allowed to take it (the declared default may say no:
+    ``test_the_cpu_default_is_one_declared_value`` covers both values)."""
     monkeypatch.setattr(cpu_features, "native_bf16_feature", lambda *args, **kwargs: feature)
+    monkeypatch.setattr(defaults, "CPU_AUTO_BFLOAT16", auto_bfloat16)
 
 
 # --------------------------------------------------------------------------- detection and the auto choice
