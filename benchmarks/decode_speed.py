@@ -12,7 +12,8 @@ thread count. Rows, interleaved within a round (odd rounds in reverse order):
 
 After each timed run the caches are cropped back to their prefilled length (decoded tokens are views into the
 buffers, so nothing is copied), so every run decodes the same tokens from the same cache; the ``snapkv`` and
-``snapkv-gqa`` rows' token ids are checked to be identical. Prints one line per row and writes JSON with provenance.
+``snapkv-gqa`` rows' token ids are checked to be identical. Prints one line per row, and the ratio of the ``snapkv``
+row to the ``snapkv-gqa`` row paired within each round, and writes JSON with provenance.
 
 Usage::
 
@@ -78,6 +79,12 @@ def main() -> None:
                               "same_ids_as_snapkv": ids[row] == ids["snapkv"]}
                     results.append(result)
                     print(json.dumps(result), flush=True)
+                ratios = [a["tokens_per_s"] / b["tokens_per_s"]
+                          for a, b in zip(runs["snapkv", threads], runs["snapkv-gqa", threads], strict=True)]
+                ratio = {"dtype": dtype, "length": length, "threads": threads, "row": "snapkv / snapkv-gqa",
+                         "paired_ratio": spread(ratios), "rounds": [round(value, 3) for value in ratios]}
+                results.append(ratio)
+                print(json.dumps(ratio), flush=True)
         del caches
     torch.set_num_threads(max(args.threads))
     if args.out:
