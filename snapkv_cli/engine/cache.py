@@ -77,6 +77,7 @@ class SnapKVCache(DynamicCache):
         self._chunks: dict[int, ChunkQueries] = {}
         self._deferring = False
         self._masks: dict[int, CompressedLayerMask] = {}  # compressed layers that need a mask of their own
+        self._unpadded = CompressedLayerMask()  # the all-zero decoding mask every unpadded layer may share
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
         # (prompt_length,) int64 word of each prompt token, on the model's device: needed with settings.whole_words
         # (generation sets it; the policy gets it in each layer's context)
@@ -111,13 +112,15 @@ class SnapKVCache(DynamicCache):
         self._chunks[layer_idx] = ChunkQueries(module, hidden_states, cos, sin, self.get_seq_length(layer_idx))
 
     def attention_mask(self, layer_idx: int, query_length: int, model_mask, dtype: torch.dtype,
-                       device: torch.device) -> torch.Tensor | None:
+                       device: torch.device, *, packed_decode: bool = False) -> torch.Tensor | None:
         """A mask to use instead of ``model_mask`` for this forward's attention in layer ``layer_idx``, or None to
         keep the model's own.
 
         A layer whose heads are padded always gets its own (batch, query_heads, query_length, keys) additive mask
         hiding the padding. Another compressed layer gets a causal one of its own length only where the model's mask
-        is a tensor sized for a layer of another length (PyramidKV under eager attention, say).
+        is a tensor sized for a layer of another length (PyramidKV under eager attention, say), and, with
+        ``packed_decode`` (:func:`.masking.packs_decode_queries`) where the model has none, an all-zero one (the same
+        tensor for every layer, a view of one row built once).
         """
         record = self.records.get(layer_idx)
         if record is None or record.sliding:
@@ -125,6 +128,8 @@ class SnapKVCache(DynamicCache):
         key_length = self.get_seq_length(layer_idx) + query_length
         mask = self._masks.get(layer_idx)
         if mask is None:
+            if model_mask is None and packed_decode:
+                return self._unpadded.mask(query_length, key_length, dtype, device)
             if not isinstance(model_mask, torch.Tensor) or model_mask.shape[-1] == key_length:
                 return None
             mask = self._masks[layer_idx] = CompressedLayerMask()

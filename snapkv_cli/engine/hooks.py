@@ -9,6 +9,7 @@ from torch import nn
 
 from .cache import SnapKVCache
 from .families import check_supported, is_attention_module
+from .masking import packs_decode_queries
 
 _HANDLES_ATTRIBUTE = "_snapkv_hook_handles"
 
@@ -19,8 +20,9 @@ def _cache_from(kwargs: dict):
 
 
 def _attention_pre_hook(module: nn.Module, args: tuple, kwargs: dict):
-    """Let the cache see the layer's inputs; for a compressed layer that needs a mask of its own (padded KV heads, or
-    a length the model's mask was not built for), hand the attention the cache's mask instead of the model's."""
+    """Let the cache see the layer's inputs; for a compressed layer that needs a mask of its own (padded KV heads, a
+    length the model's mask was not built for, or a CPU decoding step in reduced precision that runs faster per KV
+    head), hand the attention the cache's mask instead of the model's."""
     cache = _cache_from(kwargs)
     if not isinstance(cache, SnapKVCache):
         return None
@@ -31,8 +33,9 @@ def _attention_pre_hook(module: nn.Module, args: tuple, kwargs: dict):
     cache.observe(module, hidden_states, position_embeddings)
     positional = "attention_mask" not in kwargs and len(args) > 2
     model_mask = args[2] if positional else kwargs.get("attention_mask")
-    mask = cache.attention_mask(module.layer_idx, hidden_states.shape[1], model_mask, hidden_states.dtype,
-                                hidden_states.device)
+    query_length, dtype, device = hidden_states.shape[1], hidden_states.dtype, hidden_states.device
+    mask = cache.attention_mask(module.layer_idx, query_length, model_mask, dtype, device,
+                                packed_decode=packs_decode_queries(module, query_length, model_mask, dtype, device))
     if mask is None:
         return None
     if positional:

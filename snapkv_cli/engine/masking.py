@@ -11,6 +11,14 @@ input to its eager and sdpa attention), replaced per layer by the prepared model
   first and padding up to the fullest head's count (``slots``); decoded tokens are appended after the slots, for
   every head. The mask has one row per query head and hides each head's padding, so decoding attends over exactly
   each head's kept tokens while the memory allocated is that of ``slots`` tokens per head.
+
+A third case is about speed only: a decoding step's sdpa attention on a CPU in bfloat16 or float16
+(:func:`packs_decode_queries`). With no mask, transformers hands PyTorch's CPU flash kernel the query heads with
+``enable_gqa``, which in reduced precision takes about six times as long at one query as the same attention run per
+KV head (that KV head's queries as the rows); with a mask it runs per KV head. So such a layer gets an all-zero mask
+(adding zero changes no score), and the outputs are bit for bit those of the kernel's ``enable_gqa`` path (checked
+against it in ``tests/engine/test_masking.py``). In float32 the two paths round differently and run at the same speed,
+so float32 keeps the model's own (no) mask.
 """
 
 from __future__ import annotations
@@ -18,6 +26,16 @@ from __future__ import annotations
 import torch
 
 MASKABLE_ATTENTION = ("eager", "sdpa")  # implementations that apply a 4-D additive attention_mask as given
+REDUCED_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def packs_decode_queries(module, query_length: int, model_mask, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether this forward of attention ``module`` is a CPU decoding step in reduced precision under sdpa with
+    grouped query heads and no mask: the case where an all-zero mask makes transformers run the attention per KV
+    head, bit for bit the same and faster (see the module's docstring)."""
+    return (query_length == 1 and model_mask is None and device.type == "cpu" and dtype in REDUCED_PRECISION
+            and getattr(module, "num_key_value_groups", 1) > 1
+            and getattr(module.config, "_attn_implementation", None) == "sdpa")
 
 
 class CompressedLayerMask:

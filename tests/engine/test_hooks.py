@@ -19,13 +19,14 @@ class RecordingCache(SnapKVCache):
 
     def __init__(self, mask):
         super().__init__(4, 10)
-        self.mask, self.observed, self.mask_requests = mask, [], []
+        self.mask, self.observed, self.mask_requests, self.packed_requests = mask, [], [], []
 
     def observe(self, module, hidden_states, position_embeddings):
         self.observed.append((module, hidden_states, position_embeddings))
 
-    def attention_mask(self, layer_idx, query_length, model_mask, dtype, device):
+    def attention_mask(self, layer_idx, query_length, model_mask, dtype, device, *, packed_decode=False):
         self.mask_requests.append((layer_idx, query_length, model_mask, dtype, device))
+        self.packed_requests.append(packed_decode)
         return self.mask
 
 

@@ -81,3 +81,64 @@ def test_a_compressed_layer_keeps_the_models_mask_when_it_fits_its_length():
     assert cache.attention_mask(0, 1, None, torch.float32, cpu) is None
     own = cache.attention_mask(0, 1, torch.zeros(1, 1, 1, 31), torch.float32, cpu)
     assert own.shape == (1, 1, 1, 13) and bool((own == 0).all())
+
+
+def decode_logits(model, monkeypatch, packed: bool, steps: int = 12) -> tuple[list[torch.Tensor], list]:
+    """A SnapKV prefill and greedy decoding steps; the logits of each step and the (query shape, mask) each sdpa
+    call of a decoding step got. ``packed=False`` turns the reduced-precision decoding mask off."""
+    import snapkv_cli.engine.hooks as hooks
+
+    if not packed:
+        monkeypatch.setattr(hooks, "packs_decode_queries", lambda *args: False)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def recording_sdpa(query, key, value, attn_mask=None, **kwargs):
+        if query.shape[-2] * query.shape[1] == model.config.num_attention_heads:  # one query per head: decoding
+            calls.append((tuple(query.shape), attn_mask))
+        return sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording_sdpa)
+    cache = SnapKVCache(settings=CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=48))
+    ids = prompt_ids(160)[0].tolist()
+    logits_per_step = []
+    with attached(model), torch.inference_mode():
+        logits = prefill(model, ids, cache)
+        for step in range(steps):
+            token = logits.argmax(dim=-1, keepdim=True)
+            position = torch.tensor([len(ids) + step])
+            logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
+                           use_cache=True).logits[:, -1]
+            logits_per_step.append(logits)
+    monkeypatch.undo()
+    return logits_per_step, calls
+
+
+def test_a_reduced_precision_decoding_step_runs_per_kv_head_with_the_same_logits(monkeypatch):
+    """In bfloat16 on a CPU a decoding step's sdpa gets an all-zero mask, so transformers runs it per KV head (the
+    query heads of one KV head as its rows) instead of with enable_gqa: faster, and every logit bit for bit the same
+    as without the mask."""
+    import copy
+
+    model = copy.deepcopy(tiny_model("llama", "sdpa")).to(torch.bfloat16)
+    group = model.config.num_attention_heads // model.config.num_key_value_heads
+    packed, packed_calls = decode_logits(model, monkeypatch, packed=True)
+    plain, plain_calls = decode_logits(model, monkeypatch, packed=False)
+    assert packed_calls and all(shape == (1, model.config.num_key_value_heads, group, 16) and mask is not None
+                                and bool((mask == 0).all()) for shape, mask in packed_calls)
+    assert plain_calls and all(mask is None for _, mask in plain_calls)  # transformers' own dispatch: enable_gqa
+    assert all(torch.equal(a, b) for a, b in zip(packed, plain, strict=True))
+
+
+@pytest.mark.parametrize("change", [{}, {"dtype": torch.float32}, {"implementation": "eager"}, {"query_length": 2},
+                                    {"model_mask": torch.zeros(1, 1, 1, 5)}, {"groups": 1}])
+def test_only_a_reduced_precision_cpu_sdpa_decoding_step_without_a_mask_is_packed(change):
+    from types import SimpleNamespace
+
+    from snapkv_cli.engine.masking import packs_decode_queries
+
+    module = SimpleNamespace(num_key_value_groups=change.get("groups", 3),
+                             config=SimpleNamespace(_attn_implementation=change.get("implementation", "sdpa")))
+    packed = packs_decode_queries(module, change.get("query_length", 1), change.get("model_mask"),
+                                  change.get("dtype", torch.bfloat16), torch.device("cpu"))
+    assert packed is (not change)
