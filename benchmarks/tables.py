@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import long_cost_bench, prefill_bench, usage_doc
+from benchmarks import dtype_accuracy, long_cost_bench, prefill_bench, usage_doc
 from benchmarks import methods_timing as methods_timing_script
 from benchmarks import selection_cost as selection_cost_script
 from benchmarks.peers import llamacpp_bench, peers_bench
@@ -669,6 +669,23 @@ def llamacpp_table(path: str) -> str:
             + llamacpp_bench.markdown(llamacpp_bench.summarize(runs), report["args"]["model"]))
 
 
+def dtype_retention(folder: str, *niah_reference: str) -> str:
+    """What bfloat16 weights keep of float32's right answers (bench test split) and exact needle cells, paired."""
+    summary = dtype_accuracy.summarize(DOCS / folder, "float32", "bfloat16", [DOCS / path for path in niah_reference])
+    rows = []
+    for label, row in summary["accuracy"]["by_label"].items():
+        niah = summary["niah"]["by_label"].get(label, {})
+        rows.append([label, f"{row['kept']} / {row['reference_correct']}", _percent_interval(row["retention_interval"]),
+                     f"+{row['gained']} -{row['lost']}", f"{row['same_answer']} / {row['pairs']}",
+                     f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}"])
+    total = summary["accuracy"]["pooled"]
+    rows.append(["all", f"{total['kept']} / {total['reference_correct']} ({100 * total['retention']:.1f}%)",
+                 _percent_interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
+                 f"{summary['niah']['lost_cells']} lost"])
+    return _table((["method", "float32's right answers kept in bfloat16", "interval", "gained / lost",
+                    "identical answers", "exact needle cells kept"], rows))
+
+
 def prefill_table(path: str) -> str:
     """``benchmarks/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
@@ -913,6 +930,7 @@ GENERATORS = {
     "niah-table": niah_table,
     "peers-table": peers_table,
     "llamacpp-table": llamacpp_table,
+    "dtype-retention": dtype_retention,
     "batch-table": batch_table,
     "batch-readme": batch_readme,
     "prefill-table": prefill_table,
