@@ -32,18 +32,25 @@ def _label(outcome: dict) -> str:
     return outcome["method"] if outcome["budget"] is None else f"{outcome['method']} {outcome['budget']}"
 
 
-def pair_accuracy(reference: dict, candidate: dict) -> dict[str, dict]:
-    """Per label: float32-right prompts kept, lost and gained by the candidate, and identical answers."""
-    key = ("task", "length", "sample", "method", "budget")
+def _paired(reference: dict, candidate: dict, key: tuple[str, ...], prompt: tuple[str, ...]):
+    """(reference outcome, candidate outcome) for every cell both ran; a cell whose ``prompt`` fields differ means
+    the runs read other prompts, and is refused."""
     theirs = {tuple(outcome[k] for k in key): outcome for outcome in candidate["outcomes"]}
-    rows: dict[str, dict] = {}
     for outcome in reference["outcomes"]:
         other = theirs.get(tuple(outcome[k] for k in key))
         if other is None:
             continue
-        if (other["seed"], other["prompt_tokens"]) != (outcome["seed"], outcome["prompt_tokens"]):
-            raise ValueError(f"not the same prompt: {outcome['seed']} ({outcome['prompt_tokens']} tokens) against "
-                             f"{other['seed']} ({other['prompt_tokens']} tokens)")
+        if any(other[k] != outcome[k] for k in prompt):
+            raise ValueError(f"not the same prompt: {[outcome[k] for k in key + prompt]} against "
+                             f"{[other[k] for k in key + prompt]}")
+        yield outcome, other
+
+
+def pair_accuracy(reference: dict, candidate: dict) -> dict[str, dict]:
+    """Per label: float32-right prompts kept, lost and gained by the candidate, and identical answers."""
+    rows: dict[str, dict] = {}
+    for outcome, other in _paired(reference, candidate, ("task", "length", "sample", "method", "budget"),
+                                  ("seed", "prompt_tokens")):
         row = rows.setdefault(_label(outcome), {"pairs": 0, "reference_correct": 0, "kept": 0, "lost": 0,
                                                 "gained": 0, "same_answer": 0})
         row["pairs"] += 1
@@ -61,15 +68,8 @@ def pair_accuracy(reference: dict, candidate: dict) -> dict[str, dict]:
 
 def pair_niah(reference: dict, candidate: dict) -> dict[str, dict]:
     """Per label: float32's exact needle cells, and those the candidate keeps, loses and gains."""
-    key = ("length", "depth", "method", "budget")
-    theirs = {tuple(outcome[k] for k in key): outcome for outcome in candidate["outcomes"]}
     rows: dict[str, dict] = {}
-    for outcome in reference["outcomes"]:
-        other = theirs.get(tuple(outcome[k] for k in key))
-        if other is None:
-            continue
-        if other["prompt_tokens"] != outcome["prompt_tokens"]:
-            raise ValueError(f"not the same needle prompt at {outcome['length']} tokens, depth {outcome['depth']}")
+    for outcome, other in _paired(reference, candidate, ("length", "depth", "method", "budget"), ("prompt_tokens",)):
         row = rows.setdefault(_label(outcome), {"cells": 0, "reference_exact": 0, "kept": 0, "lost": 0,
                                                 "gained": 0, "lost_cells": []})
         row["cells"] += 1
