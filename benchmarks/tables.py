@@ -660,7 +660,7 @@ def llamacpp_table(path: str) -> str:
     settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in ours}, key=str)
     said = "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings)
     loads = [run["load_average"][0] for run in runs if run.get("load_average")]
-    rounds = report["args"]["rounds"]
+    rounds = len({run["round"] for run in runs})
     return (f"snapkv-cli: `snapkv ask` with its defaults ({said}); llama.cpp: llama-cpp-python "
             f"{theirs['llama_cpp_python']} built from source (AVX-512, flash attention on) on "
             f"`{report['gguf']['file']}`, the file the built-in model is converted from. {rounds} rounds, fresh "
