@@ -266,3 +266,17 @@ def test_a_missing_torchao_is_one_error_line(monkeypatch, notes, command):
 def test_an_unknown_quantization_is_one_error_line(notes):
     result = runner.invoke(cli.app, ["ask", notes, QUESTION, "--quantize", "int4"])
     assert_user_error(result, "unknown quantization 'int4'", "none or int8")
+
+
+def test_loading_a_model_where_torchao_is_installed_prints_none_of_its_warnings(tiny_model_path):
+    # transformers imports torchao with every model where it is installed; its import warnings (GPU kernels a
+    # CPU-only torch cannot load) must not reach a user's stderr. A fresh interpreter: torchao warns once, at import.
+    import subprocess
+    import sys
+
+    pytest.importorskip("torchao")  # the int8 extra: in the test extra, so CI has it
+    code = ("from snapkv_cli.models.loader import load_model; "
+            f"load_model({tiny_model_path!r}, device='cpu'); import torchao")
+    process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert process.returncode == 0, process.stderr
+    assert "torchao" not in process.stderr and "Failed to load" not in process.stderr, process.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,8 +23,12 @@ def set_hf_env() -> None:
 
 
 def quiet_transformers() -> None:
-    """Silence transformers' warnings and progress bars (errors still raise)."""
+    """Silence transformers' warnings and progress bars (errors still raise), and torchao's: where it is installed
+    (the ``int8`` extra), transformers imports it with every model, and it warns of optional GPU kernels it cannot load
+    on a CPU-only torch and of enums torch now registers itself, nothing a user can act on."""
     set_hf_env()
+    for name in ("torchao", "torch.utils._pytree"):
+        logging.getLogger(name).setLevel(logging.ERROR)
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()

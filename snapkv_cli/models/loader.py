@@ -178,12 +178,8 @@ def quantization_config(scheme: str):
     docs/decisions/2026-12-02-cpu-weight-dtype.md).
     """
     import importlib
-    import logging
 
-    # torchao warns, as it is imported and as the model is quantized, of optional GPU kernels it cannot load on a
-    # CPU-only torch and of enums torch now registers itself: nothing a user can act on
-    for name in ("torchao", "torch.utils._pytree"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_transformers()  # torchao's import warnings too
     try:
         quantization = importlib.import_module("torchao.quantization")
     except ImportError as exc:
