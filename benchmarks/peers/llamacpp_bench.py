@@ -1,7 +1,7 @@
 """snapkv-cli next to llama.cpp on the same GGUF, the same prompt token ids, the same thread counts, side by side.
 
     bash benchmarks/peers/llamacpp_venv.sh      # once: llama-cpp-python built from source in .venv-llamacpp
-    .venv/bin/python -m benchmarks.peers.llamacpp_bench --model smollm2 --lengths 2048 4096 8192 --threads 1 2 \
+    .venv/bin/python -m benchmarks.peers.llamacpp_bench --model smollm2 --lengths 2048 4096 8000 --threads 1 2 \
         --rounds 3 --json docs/results/peers/llamacpp_smollm2.json
 
 Each measurement is a fresh process, as a user runs either tool:
@@ -205,7 +205,7 @@ def markdown(rows: list[dict], model: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=("smollm2", "gemma3"), default="smollm2")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8000])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=96)
