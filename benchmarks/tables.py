@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import dtype_accuracy, long_cost_bench, prefill_bench, usage_doc
+from benchmarks import default_rule, dtype_accuracy, long_cost_bench, prefill_bench, usage_doc
 from benchmarks import methods_timing as methods_timing_script
 from benchmarks import selection_cost as selection_cost_script
 from benchmarks.peers import llamacpp_bench, peers_bench
@@ -686,6 +686,28 @@ def dtype_retention(folder: str, *niah_reference: str) -> str:
                     "identical answers", "exact needle cells kept"], rows))
 
 
+def default_rule_table(folder: str) -> str:
+    """The committed default-method rule applied to its confirmation run (recomputed from the run's JSON)."""
+    result = default_rule.decide(DOCS / folder)
+    prefill = result["prefill_vs_snapkv"]
+    rows = []
+    for budget, block in result["budgets"].items():
+        for label, row in block["candidates"].items():
+            against = row["against_best"]
+            cost = prefill.get(label)
+            rows.append([label, str(budget), f"{row['kept']} / {result['full_right_pairs']}",
+                         f"{row['docqa_kept']} / {result['docqa_full_right_pairs']}",
+                         f"{100 * against['difference']:+.1f} points [{100 * against['interval'][0]:+.1f}, "
+                         f"{100 * against['interval'][1]:+.1f}]" + (" tie" if against["tie"] else ""),
+                         ", ".join(f"{length // 1024}k {depth:.0f}%" for length, depth in row["niah_lost"]) or "none",
+                         f"{cost['median']:.2f} ({cost['min']:.2f}-{cost['max']:.2f})"
+                         if cost and str(budget) == "1024" else "-"])
+    return (_table((["candidate", "budget", "full cache's right answers kept", "of which docqa",
+                     "against the best (95% interval)", "needle cells lost", "prefill / SnapKV's (8k, 1024)"], rows))
+            + f"\nThe best at 1024: `{result['budgets'][1024]['best']}`. Outcome: `{result['default']}` "
+            f"({result['why']}); at 256 the best is `{result['small_budget_choice']}`.\n")
+
+
 def prefill_table(path: str) -> str:
     """``benchmarks/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
@@ -931,6 +953,7 @@ GENERATORS = {
     "peers-table": peers_table,
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
+    "default-rule": default_rule_table,
     "batch-table": batch_table,
     "batch-readme": batch_readme,
     "prefill-table": prefill_table,
