@@ -78,8 +78,10 @@ def assert_same_lines(lines: list[dict], local_lines: dict) -> None:
     assert sorted(keys) == sorted(local_lines)  # every answer, exactly once
     for line in lines:
         alone = local_lines[(line["id"], line["question"])]
-        assert comparable(line, "prefix", "reused_prefix_tokens") == comparable(alone, "prefix",
-                                                                                 "reused_prefix_tokens")
+        # the dtype is compared; its reason is not: Ray's actors are other processes, where the test session's pin
+        # of the CPU's bfloat16 detection (tests/conftest.py) does not reach, so they give this machine's own reason
+        ignored = ("prefix", "reused_prefix_tokens", "dtype_reason")
+        assert comparable(line, *ignored) == comparable(alone, *ignored)
 
 
 def test_two_actors_answer_like_one_process(cluster, jobs, options, local_lines, tmp_path):
