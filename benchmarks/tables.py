@@ -708,6 +708,21 @@ def default_rule_table(folder: str) -> str:
             f"({result['why']}); at 256 the best is `{result['small_budget_choice']}`.\n")
 
 
+def decode_speed(path: str) -> str:
+    """Decode tok/s from a compressed cache: this project's step, the grouped-query dispatch it replaced in reduced
+    precision, and the model's bare forward on a plain cache (median and interquartile range over the rounds)."""
+    report = _load(path)
+    cells: dict = {}
+    for result in report["results"]:
+        stats = result["decode_tokens_per_s"]
+        cells.setdefault((result["dtype"], result["threads"], result["length"]), {})[result["row"]] = (
+            f"{stats['median']:.1f} ({stats['q1']:.1f}-{stats['q3']:.1f})")
+    rows = [[dtype, str(threads), f"{length:,}", row.get("snapkv", "-"), row.get("snapkv-gqa", "-"),
+             row.get("model-only", "-")] for (dtype, threads, length), row in sorted(cells.items())]
+    return _table((["weights", "threads", "prompt tokens", "snapkv-cli", "grouped dispatch (before)",
+                    "model's own forward, plain cache"], rows))
+
+
 def prefill_table(path: str) -> str:
     """``benchmarks/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
@@ -954,6 +969,7 @@ GENERATORS = {
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
+    "decode-speed": decode_speed,
     "batch-table": batch_table,
     "batch-readme": batch_readme,
     "prefill-table": prefill_table,
