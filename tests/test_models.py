@@ -19,7 +19,7 @@ from snapkv_cli.models import catalog, sources, wheels
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.cache_dir import cache_root
 from snapkv_cli.models.hf_utils import short_reason
-from snapkv_cli.models.loader import LoadedModel, load_model, resolve_device, resolve_dtype
+from snapkv_cli.models.loader import LoadedModel, choose_dtype, load_model, resolve_device
 
 # --------------------------------------------------------------------------- cache_root
 
@@ -100,21 +100,21 @@ def test_resolve_device_rejects_unknown(bad, monkeypatch):
     ],
 )
 def test_resolve_dtype_explicit(name, expected):
-    assert resolve_dtype(name, torch.device("cpu")) == expected
+    assert choose_dtype(name, torch.device("cpu"))[0] == expected
 
 
 def test_resolve_dtype_auto(monkeypatch):
-    assert resolve_dtype("auto", torch.device("cpu")) == torch.float32
+    assert choose_dtype("auto", torch.device("cpu"))[0] == torch.float32
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    assert resolve_dtype("auto", torch.device("cuda")) == torch.bfloat16
+    assert choose_dtype("auto", torch.device("cuda"))[0] == torch.bfloat16
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
-    assert resolve_dtype("auto", torch.device("cuda", 0)) == torch.float16
+    assert choose_dtype("auto", torch.device("cuda", 0))[0] == torch.float16
 
 
 @pytest.mark.parametrize("bad", ["int8", "float64", "half-ish", "q4"])
 def test_resolve_dtype_rejects_unknown(bad):
     with pytest.raises(UserError, match="unknown dtype"):
-        resolve_dtype(bad, torch.device("cpu"))
+        choose_dtype(bad, torch.device("cpu"))[0]
 
 
 # --------------------------------------------------------------------------- tiny model fixture

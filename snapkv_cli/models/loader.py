@@ -90,11 +90,6 @@ def choose_dtype(dtype: str, device: torch.device) -> tuple[torch.dtype, str]:
     return getattr(torch, picked), f"auto: {reason}"
 
 
-def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """The dtype alone of :func:`choose_dtype`."""
-    return choose_dtype(dtype, device)[0]
-
-
 def load_model(
     name: str | None = None,
     device: str = "auto",
@@ -179,8 +174,7 @@ def quantization_config(scheme: str):
     """
     import importlib
 
-    quiet_transformers()  # torchao's import warnings too
-    try:
+    try:  # called after quiet_transformers(), which also silences torchao's import warnings
         quantization = importlib.import_module("torchao.quantization")
     except ImportError as exc:
         raise QuantizationUnavailable(scheme, f"importing it failed ({exc})") from None
