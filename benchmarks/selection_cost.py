@@ -47,14 +47,10 @@ QUESTION_TOKENS = 24
 def method_labels() -> list[str]:
     """The CLI's default method as the bench labels it, then every compressing method but H2O (whose attention sums
     over every prompt query cost a multiple of the prefill: ``--methods h2o`` measures it)."""
-    from snapkv_cli import defaults
-    from snapkv_cli.bench.grid import SUFFIXES
+    from snapkv_cli.bench.grid import default_label
     from snapkv_cli.engine.methods import METHODS
 
-    suffixes = [suffix for suffix, (name, declared) in SUFFIXES.items()
-                if defaults.METHOD_SETTINGS.get(name, object()) == declared.value]
-    default = "+".join([defaults.METHOD, *suffixes])
-    return [default] + [name for name, method in METHODS.items()
+    return [default_label()] + [name for name, method in METHODS.items()
                         if method.compresses and not method.accumulates_attention]
 
 

@@ -382,3 +382,11 @@ def test_default_model_prompts_fit_its_context_at_8k(kind):
     limit = context - NEW_TOKENS[kind]
     for task in make_tasks(loaded.tokenizer, kind, 8192, 3, template, max_prompt_tokens=limit):
         assert limit - 200 <= prompt_length(loaded.tokenizer, template, task) <= limit
+
+
+def test_the_default_label_runs_the_command_lines_default_method_with_its_settings():
+    from snapkv_cli import defaults
+    from snapkv_cli.bench.grid import default_label, method_labels, parse_label
+
+    assert default_label() in method_labels()
+    assert parse_label(default_label()) == (defaults.METHOD, defaults.METHOD_SETTINGS)

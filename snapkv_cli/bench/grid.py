@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import combinations
 
+from .. import defaults
 from ..defaults import cli_setting
 from ..engine.methods import METHODS, Method
 from ..engine.settings import CompressionSettings, Suffix, alternatives, library_default, settings_declarations
@@ -51,6 +52,14 @@ def method_labels() -> tuple[str, ...]:
                    for chosen in combinations(changing, count)
                    if len({SUFFIXES[suffix][0] for suffix in chosen}) == len(chosen)]
     return tuple(labels)
+
+
+def default_label() -> str:
+    """The command line's default method (:data:`snapkv_cli.defaults.METHOD` with its ``METHOD_SETTINGS``) as a
+    grid label, such as ``defensivekv+uniformheads+causalpool``: what a benchmark runs to measure what users get."""
+    suffixes = [suffix for suffix, (name, declared) in SUFFIXES.items()
+                if defaults.METHOD_SETTINGS.get(name, object()) == declared.value]
+    return "+".join([defaults.METHOD, *suffixes])
 
 
 def _and(names: list[str]) -> str:
