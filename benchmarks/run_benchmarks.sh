@@ -73,12 +73,12 @@ defaults() {  # SnapKV settings on the tune split (never on reported samples): 2
   release
 }
 
-speed() {  # 1k-8k tokens, budgets 256/1024/2048, one warm-up round and 5 interleaved rounds
+speed() {  # 1k-8k tokens, the default method at budgets 256/1024/2048, one warm-up round and 3 interleaved rounds
   run "$out/speed.json" bench speed --lengths 1024,2048,4096,8192 --budgets 256,1024,2048 --new-tokens 64 \
-    --repeats 5 --warmup 1
+    --repeats 3 --warmup 1
 }
 
-chunked() {  # SnapKV's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
+chunked() {  # the default method's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
   run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
     --prefill-chunk 2048
 }

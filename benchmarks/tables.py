@@ -193,10 +193,11 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
                  if retained(length, length // 8)]
 
     speed = {(r["length"], r["method"], r["budget"]): r for r in compare(_load(speed_path)["samples"])}
-    longest = max(length for length, method, _ in speed if method == "snapkv")
-    decode = speed[(longest, "snapkv", 1024)]["decode_vs_transformers"]
-    decode_256 = speed[(longest, "snapkv", 256)]["decode_vs_transformers"]
-    prefill = speed[(longest, "snapkv", 1024)]["prefill_overhead_vs_transformers"]
+    method = _speed_method(speed_path)
+    longest = max(length for length, row_method, _ in speed if row_method == method)
+    decode = speed[(longest, method, 1024)]["decode_vs_transformers"]
+    decode_256 = speed[(longest, method, 256)]["decode_vs_transformers"]
+    prefill = speed[(longest, method, 1024)]["prefill_overhead_vs_transformers"]
     prefill_report = _load(prefill_path)
     snapkv = prefill_bench.summarize(prefill_report["runs"])["snapkv"]
     fresh = (f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}% (median of {len(snapkv['wall_vs_plain_per_round'])}"
@@ -228,6 +229,16 @@ def speed_comparisons(path: str) -> str:
     return _table(comparison_rows(_load(path)))
 
 
+def _speed_method(path: str) -> str:
+    """The compressing method of a speed bench's JSON (runs from before the bench took ``--method`` ran SnapKV)."""
+    return _load(path)["plan"].get("method", "snapkv")
+
+
+def _method_name(label: str) -> str:
+    """A bench label as the docs' prose names it."""
+    return {DEFAULT_METHOD: "the default method", "snapkv": "SnapKV"}.get(label, label)
+
+
 def _speed(path: str) -> tuple[dict, dict]:
     """The speed bench's paired comparisons and its summary, each keyed by (length, method, budget)."""
     from snapkv_cli.bench.speed import compare, summarize
@@ -238,24 +249,31 @@ def _speed(path: str) -> tuple[dict, dict]:
 
 
 def speed_headline(path: str, length: str, budget: str) -> str:
-    """Sentences: decode ratios and prefill overhead of SnapKV at one length and budget, from one run."""
+    """Sentences: decode ratios and prefill overhead of the compressing method at one length and budget, from one
+    run. The decode gain over plain transformers is this project's cache and compression together; the gain over
+    the project's own uncompressed cache is compression's alone."""
     length_, budget_ = int(length), int(budget)
     comparisons, summary = _speed(path)
-    snap = comparisons[(length_, "snapkv", budget_)]
+    method = _speed_method(path)
+    snap = comparisons[(length_, method, budget_)]
     plain = comparisons[(length_, "transformers", None)]
-    rate = summary[(length_, "snapkv", budget_)]["decode_tokens_per_s"]["median"]
+    full = summary[(length_, "full", None)]["decode_tokens_per_s"]["median"]
+    rate = summary[(length_, method, budget_)]["decode_tokens_per_s"]["median"]
     plain_rate = summary[(length_, "transformers", None)]["decode_tokens_per_s"]["median"]
     floor_rate = summary[(1, "weights-only", None)]["decode_tokens_per_s"]["median"]
-    kv = summary[(length_, "snapkv", budget_)]["kv_bytes"]
+    kv = summary[(length_, method, budget_)]["kv_bytes"]
     kv_plain = summary[(length_, "transformers", None)]["kv_bytes"]
-    rss = summary[(length_, "snapkv", budget_)]["peak_rss_bytes"]["median"]
+    rss = summary[(length_, method, budget_)]["peak_rss_bytes"]["median"]
     rss_plain = summary[(length_, "transformers", None)]["peak_rss_bytes"]["median"]
     repeats = snap["decode_vs_transformers"]["n"]
     lines = [
-        f"- Decode at {length_:,} prompt tokens, budget {budget_:,}: {rate:.1f} tok/s against {plain_rate:.1f} for "
-        f"plain transformers and {floor_rate:.1f} for the weights-only floor (medians of {repeats} rounds). Paired "
-        f"within rounds: **{_ratio(snap['decode_vs_transformers'])} plain transformers** and "
-        f"**{_ratio(snap['decode_vs_weights_only'])} the weights-only rate**. Plain transformers itself decodes at "
+        f"- Decode at {length_:,} prompt tokens, {_method_name(method)} at budget {budget_:,}: {rate:.1f} tok/s "
+        f"against {plain_rate:.1f} for plain transformers, {full:.1f} for this project's cache without compression "
+        f"and {floor_rate:.1f} for the weights-only floor (medians of {repeats} rounds). Paired within rounds: "
+        f"**{_ratio(snap['decode_vs_transformers'])} plain transformers**, of which compression's own share is "
+        f"**{_ratio(snap['decode_vs_full'])} the uncompressed cache** (the rest is the cache's own speed over "
+        f"transformers' `DynamicCache`), and {_ratio(snap['decode_vs_weights_only'])} the weights-only rate. Plain "
+        f"transformers itself decodes at "
         f"{_ratio(plain['decode_vs_weights_only'])} the weights-only rate at this length, so no cache could be more "
         f"than about {1 / plain['decode_vs_weights_only']['median']:.2f}x faster than it here.",
         f"- Prefill at {length_:,} tokens, budget {budget_:,}: {_ratio(snap['prefill_overhead_vs_transformers'], True)}"
@@ -410,10 +428,10 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
     come from different machines or loads."""
     from snapkv_cli.bench.speed import compare, summarize
 
-    key = (int(length), "snapkv", int(budget))
     rows = []
     for path in (plain_path, chunked_path):
         report = _load(path)
+        key = (int(length), _speed_method(path), int(budget))
         row = {(r["length"], r["method"], r["budget"]): r for r in summarize(report["samples"])}[key]
         ratio = {(r["length"], r["method"], r["budget"]): r for r in compare(report["samples"])}[key]
         overhead = ratio["prefill_overhead_vs_transformers"]
@@ -424,7 +442,8 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
                      f"{row['prefill_s']['median']:.2f} [{row['prefill_s']['q1']:.2f}, {row['prefill_s']['q3']:.2f}]",
                      f"{100 * overhead['median']:+.1f}% [{100 * overhead['q1']:+.1f}%, {100 * overhead['q3']:+.1f}%]",
                      str(row["repeats"])])
-    return _table((["run", "prefill", f"peak RSS MiB (snapkv {budget}, {int(length):,} tokens)", "prefill s",
+    return _table((["run", "prefill", f"peak RSS MiB ({_method_name(key[1])} at {budget}, {int(length):,} tokens)",
+                    "prefill s",
                     "prefill vs one-pass plain transformers, same run", "runs"], rows))
 
 
@@ -827,17 +846,23 @@ def _glance_snapkv_headline() -> tuple:
 def _glance_decode() -> tuple:
     path, length, budget = "results/speed.json", 8192, 1024
     comparisons, _ = _speed(path)
-    ratio = comparisons[(length, "snapkv", budget)]["decode_vs_transformers"]
-    return (f"Decode speed, SnapKV at budget {budget}, prompts of {length:,} tokens, against plain transformers",
-            f"{ratio['median']:.2f}x", f"{ratio['q1']:.2f}-{ratio['q3']:.2f}x (interquartile range, {ratio['n']} "
-            f"rounds)", ("speed",), (path,))
+    method = _speed_method(path)
+    ratio = comparisons[(length, method, budget)]["decode_vs_transformers"]
+    own = comparisons[(length, method, budget)].get("decode_vs_full")
+    own_text = f"; {own['median']:.2f}x this project's uncompressed cache" if own else ""
+    return (f"Decode speed, {_method_name(method)} at budget {budget}, prompts of {length:,} tokens, against plain "
+            f"transformers (the cache's own speed and compression together{', then compression alone' if own else ''})",
+            f"{ratio['median']:.2f}x{own_text}", f"{ratio['q1']:.2f}-{ratio['q3']:.2f}x (interquartile range, "
+            f"{ratio['n']} rounds)", ("speed",), (path,))
 
 
 def _glance_kv() -> tuple:
     path, length, budget = "results/speed.json", 8192, 1024
     _, summary = _speed(path)
-    kv, kv_plain = summary[(length, "snapkv", budget)]["kv_bytes"], summary[(length, "transformers", None)]["kv_bytes"]
-    return (f"KV cache, SnapKV at budget {budget}, prompts of {length:,} tokens, against plain transformers",
+    method = _speed_method(path)
+    kv, kv_plain = summary[(length, method, budget)]["kv_bytes"], summary[(length, "transformers", None)]["kv_bytes"]
+    return (f"KV cache, {_method_name(method)} at budget {budget}, prompts of {length:,} tokens, against plain "
+            f"transformers",
             f"{kv / 2**20:.1f} MiB against {kv_plain / 2**20:.1f} MiB ({kv_plain / kv:.1f}x smaller)", "-",
             ("speed",), (path,))
 
@@ -860,7 +885,7 @@ def _glance_niah(path: str, method: str, budgets: tuple[int, ...], step: str) ->
     outcomes = outcomes_from_json(_load(path))
     kept, full_exact = _niah_kept(outcomes)
     lengths = sorted({o.length for o in outcomes})
-    name = {DEFAULT_METHOD: "the default method", "snapkv": "SnapKV"}.get(method, method)
+    name = _method_name(method)
     return (f"Needle In A Haystack ({lengths[0] // 1024}k-{lengths[-1] // 1024}k tokens x "
             f"{len({o.depth for o in outcomes})} depths): the full cache's exact cells {name} answers exactly",
             "; ".join(f"{budget}: {kept[(method, budget)]} / {full_exact}" for budget in budgets),

@@ -323,17 +323,20 @@ def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     samples = report["samples"]
-    configurations = [("weights-only", None), ("transformers", None), ("full", None), ("snapkv", 64)]
+    default = "defensivekv+uniformheads+causalpool"  # the CLI's default method compresses unless --method says
+    assert report["plan"]["method"] == default
+    configurations = [("weights-only", None), ("transformers", None), ("full", None), (default, 64)]
     assert [(s["method"], s["budget"]) for s in samples] == configurations[::-1] + configurations + configurations[::-1]
     assert [s["round"] for s in samples] == [-1] * 4 + [0] * 4 + [1] * 4
     assert all(s["plain"] == (s["method"] in ("weights-only", "transformers")) for s in samples)
     summary = {row["method"]: row for row in report["summary"]}
     assert all(row["repeats"] == 2 for row in summary.values())
-    assert summary["snapkv"]["kv_bytes"] * 200 == pytest.approx(summary["full"]["kv_bytes"] * 64)
+    assert summary[default]["kv_bytes"] * 200 == pytest.approx(summary["full"]["kv_bytes"] * 64)
     assert all(s["decode_tokens_per_s"] > 0 and s["decode_steps"] == 3 for s in samples)
     comparisons = {row["method"]: row for row in report["comparisons"]}
-    assert comparisons["snapkv"]["decode_vs_transformers"]["n"] == 2
-    assert comparisons["snapkv"]["prefill_overhead_vs_full"]["n"] == 2
+    assert comparisons[default]["decode_vs_transformers"]["n"] == 2
+    assert comparisons[default]["decode_vs_full"]["n"] == 2 and comparisons["full"]["decode_vs_full"] is None
+    assert comparisons[default]["prefill_overhead_vs_full"]["n"] == 2
     assert report["provenance"]["git"]["commit"]
     assert "prefill vs transformers" in markdown.read_text()
 
@@ -390,3 +393,16 @@ def test_the_default_label_runs_the_command_lines_default_method_with_its_settin
 
     assert default_label() in method_labels()
     assert parse_label(default_label()) == (defaults.METHOD, defaults.METHOD_SETTINGS)
+
+
+def test_speed_benchmark_times_the_method_it_is_given(tiny_model_path):
+    arguments = ["bench", "speed", "--model", tiny_model_path, "--lengths", "200", "--budgets", "64",
+                 "--new-tokens", "3", "--repeats", "1", "--warmup", "0", "--json"]
+    result = CliRunner().invoke(app, [*arguments, "--method", "snapkv+causalpool"])
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [s["method"] for s in report["samples"]][-1] == "snapkv+causalpool"
+    for bad in ("full", "magic"):  # full is always timed; a method must compress
+        failed = CliRunner().invoke(app, [*arguments, "--method", bad])
+        assert failed.exit_code == 1 and failed.stderr.startswith(f"Error: unknown method {bad}"), failed.stderr
+        assert failed.stdout == ""

