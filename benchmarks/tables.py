@@ -475,20 +475,30 @@ def niah_kept(path: str) -> str:
     header, rows = niah_rows(outcomes)
     for row in rows:
         method, budget = row[0], None if row[1] == "-" else int(row[1])
-        row.append("-" if budget is None else f"{kept[(method, budget)]}/{full_exact}")
-    return _table(([*header, "full cache's exact cells kept"], rows))
+        row.append("-" if budget is None else _kept_text(kept[(method, budget)], full_exact))
+    return _table(([*header, "full cache's exact cells kept, of those compressed"], rows))
 
 
 def _niah_kept(outcomes) -> tuple[dict, int]:
-    """Per compressed (method, budget): how many of the cells the full cache answered exactly it answered exactly too;
-    and how many such cells there are."""
+    """Per compressed (method, budget): (how many of the cells the full cache answered exactly it answered exactly
+    too, how many of those cells it compressed: a prompt no longer than the budget is kept whole, so it cannot lose
+    them); and how many cells the full cache answered exactly."""
     full_exact = {(o.length, o.depth) for o in outcomes if o.method == "full" and o.exact}
     kept: dict = {}
     for o in outcomes:
-        if o.budget is not None:
-            kept[(o.method, o.budget)] = kept.get((o.method, o.budget), 0) + (o.exact and (o.length, o.depth)
-                                                                              in full_exact)
+        if o.budget is not None and o.prompt_tokens > o.budget and (o.length, o.depth) in full_exact:
+            done, cells = kept.get((o.method, o.budget), (0, 0))
+            kept[(o.method, o.budget)] = (done + o.exact, cells + 1)
+        elif o.budget is not None:
+            kept.setdefault((o.method, o.budget), (0, 0))
     return kept, len(full_exact)
+
+
+def _kept_text(kept: tuple[int, int], full_exact: int, separator: str = "/") -> str:
+    """``13/14`` compressed cells kept, with how many of the full cache's exact cells the budget left whole."""
+    done, cells = kept
+    whole = full_exact - cells
+    return f"{done}{separator}{cells}" + (f" (+{whole} not compressed)" if whole else "")
 
 
 def niah_answers(*paths: str) -> str:
@@ -887,9 +897,10 @@ def _glance_niah(path: str, method: str, budgets: tuple[int, ...], step: str) ->
     lengths = sorted({o.length for o in outcomes})
     name = _method_name(method)
     return (f"Needle In A Haystack ({lengths[0] // 1024}k-{lengths[-1] // 1024}k tokens x "
-            f"{len({o.depth for o in outcomes})} depths): the full cache's exact cells {name} answers exactly",
-            "; ".join(f"{budget}: {kept[(method, budget)]} / {full_exact}" for budget in budgets),
-            "; ".join(f"{budget}: {_percent_interval(wilson_interval(kept[(method, budget)], full_exact))}"
+            f"{len({o.depth for o in outcomes})} depths): the full cache's exact cells {name} answers exactly, of "
+            f"those it compressed (a prompt no longer than the budget is kept whole)",
+            "; ".join(f"{budget}: {_kept_text(kept[(method, budget)], full_exact, ' / ')}" for budget in budgets),
+            "; ".join(f"{budget}: {_percent_interval(wilson_interval(*kept[(method, budget)]))}"
                       for budget in budgets), (step,), (path,))
 
 

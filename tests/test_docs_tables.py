@@ -114,3 +114,24 @@ def test_retention_pooled_pools_tasks_and_lengths_by_pair(tables, tmp_path, monk
     table = tables.retention_pooled("run.json", "methods=snapkv,adakv", "budgets=128,256")
     assert "| 128 | 2 / 3 (66.7%) [21-94] | not run |" in table
     assert "| 256 | not run | not run |" in table
+
+
+def test_needle_cells_kept_count_only_the_cells_a_budget_compressed(tables):
+    from snapkv_cli.bench.niah import NiahOutcome
+
+    def cell(length, depth, method, budget, exact, prompt_tokens):
+        return NiahOutcome(length, depth, prompt_tokens, depth / 100, method, budget, exact, float(exact), "",
+                           1.0, 1.0)
+
+    outcomes = [cell(1024, 0, "full", None, True, 880), cell(2048, 0, "full", None, True, 1900),
+                cell(2048, 50, "full", None, True, 1900), cell(4096, 0, "full", None, False, 3900),
+                cell(1024, 0, "snapkv", 1024, True, 880),  # kept whole: neither kept nor lost by compression
+                cell(2048, 0, "snapkv", 1024, True, 1900), cell(2048, 50, "snapkv", 1024, False, 1900),
+                cell(4096, 0, "snapkv", 1024, True, 3900),  # the full cache missed it: not a cell to keep
+                cell(1024, 0, "snapkv", 256, True, 880), cell(2048, 0, "snapkv", 256, True, 1900),
+                cell(2048, 50, "snapkv", 256, True, 1900)]
+    kept, full_exact = tables._niah_kept(outcomes)
+    assert full_exact == 3
+    assert kept[("snapkv", 1024)] == (1, 2) and kept[("snapkv", 256)] == (3, 3)
+    assert tables._kept_text(kept[("snapkv", 1024)], full_exact) == "1/2 (+1 not compressed)"
+    assert tables._kept_text(kept[("snapkv", 256)], full_exact) == "3/3"
