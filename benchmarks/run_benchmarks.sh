@@ -8,7 +8,7 @@
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
 #                                                  # tuneshared wordsample tunewordslarge
 #                                                  # niahbeyond
-#                                                  # methodstiming selectioncost
+#                                                  # methodstiming methodstimingdefault selectioncost
 #                                                  # (default: all of them)
 #
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
@@ -138,7 +138,8 @@ niahlong() {  # the public needle with gemma3-270m, full cache and SnapKV 1024, 
     --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32
 }
 
-default_label=${DEFAULT_LABEL:-defensivekv+uniformheads+causalpool}  # the CLI's default method, as a bench label
+# the CLI's default method, as a bench label (snapkv_cli/defaults.py declares it)
+default_label=${DEFAULT_LABEL:-$(python -c 'from snapkv_cli.bench.grid import default_label; print(default_label())')}
 
 beyond() {  # issue 17: every method and the default at budgets 64-1024, 30 samples, one shard per length and task,
   # one thread (about 40 min a shard at 2k, an hour at 4k, 80-125 at 8k); a shard already in docs/results/beyond/ is not
@@ -288,6 +289,13 @@ methodstiming() {  # issue 17: every method's prefill and decode next to SnapKV'
   mv "$out/methods_timing.json.partial" "$out/methods_timing.json"
 }
 
+methodstimingdefault() {  # the CLI's default method beside SnapKV, as methodstiming measures the others (about 6 min)
+  echo "[$(date -u +%H:%M:%S)] benchmarks/methods_timing.py --methods $default_label" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.methods_timing --length 8192 --budget 256 --rounds 3 \
+    --methods "$default_label" --out "$out/methods_timing_default.json.partial"
+  mv "$out/methods_timing_default.json.partial" "$out/methods_timing_default.json"
+}
+
 selectioncost() {  # every method's selection against its one-pass prefill, 2k-8k tokens, 1 and 2 threads; -Q questions
   echo "[$(date -u +%H:%M:%S)] benchmarks/selection_cost.py" >&2
   flock "$lock" python -m benchmarks.selection_cost --rounds 3 --out "$out/selection_cost.json.partial"
@@ -304,6 +312,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming selectioncost}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming methodstimingdefault selectioncost}"; do
   for name in $part; do "$name"; done
 done
