@@ -197,6 +197,7 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
     longest = max(length for length, row_method, _ in speed if row_method == method)
     decode = speed[(longest, method, 1024)]["decode_vs_transformers"]
     decode_256 = speed[(longest, method, 256)]["decode_vs_transformers"]
+    own, own_256 = speed[(longest, method, 1024)]["decode_vs_full"], speed[(longest, method, 256)]["decode_vs_full"]
     prefill = speed[(longest, method, 1024)]["prefill_overhead_vs_transformers"]
     prefill_report = _load(prefill_path)
     snapkv = prefill_bench.summarize(prefill_report["runs"])["snapkv"]
@@ -209,7 +210,9 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
          f"8x (budget = prompt length / 8): {', '.join(eightfold) or '-'}"],
         ["1.5-2x decode throughput at 10x compression",
          f"{decode['median']:.2f}x [{decode['q1']:.2f}-{decode['q3']:.2f}] plain transformers at {longest:,} tokens, "
-         f"budget 1024; {decode_256['median']:.2f}x at budget 256"],
+         f"budget 1024; {decode_256['median']:.2f}x at budget 256 ({_method_name(method)}); of which compression "
+         f"alone, against this project's uncompressed cache: {own['median']:.2f}x [{own['q1']:.2f}-{own['q3']:.2f}] "
+         f"and {own_256['median']:.2f}x"],
         ["no prefill overhead", f"{100 * prefill['median']:+.1f}% [{100 * prefill['q1']:+.1f}, "
                                 f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens, "
                                 f"budget 1024, in the speed bench's one process; {fresh} in fresh processes"],
