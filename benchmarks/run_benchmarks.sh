@@ -14,7 +14,7 @@
 # Each run takes /tmp/snapkv-heavy.lock (shared with other heavy jobs on the machine; the defaults sweep takes it once
 # for its nine runs) and writes to a temporary file first, so a failed run leaves the committed results alone.
 # Accuracy runs use one thread (they only count answers; on a shared 2-core machine one thread wastes less); the speed
-# bench uses torch's default. The code that runs is this checkout's (PYTHONPATH), whichever environment provides
+# bench uses one thread too. The code that runs is this checkout's (PYTHONPATH), whichever environment provides
 # `snapkv` and its dependencies: ./.venv if there is one, else the first on PATH (or SNAPKV_VENV=/path/to/venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,13 +73,14 @@ defaults() {  # SnapKV settings on the tune split (never on reported samples): 2
   release
 }
 
-speed() {  # 1k-8k tokens, the default method at budgets 256/1024/2048, one warm-up round and 3 interleaved rounds
-  run "$out/speed.json" bench speed --lengths 1024,2048,4096,8192 --budgets 256,1024,2048 --new-tokens 64 \
+speed() {  # 1k-8k tokens, the default method at budgets 256/1024/2048, one warm-up round and 3 interleaved rounds,
+  # one thread (two threads on a 2-core machine shared with anything else wait on each other)
+  OMP_NUM_THREADS=1 run "$out/speed.json" bench speed --lengths 1024,2048,4096,8192 --budgets 256,1024,2048 --new-tokens 64 \
     --repeats 3 --warmup 1
 }
 
 chunked() {  # the default method's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
-  run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
+  OMP_NUM_THREADS=1 run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
     --prefill-chunk 2048
 }
 
