@@ -740,6 +740,31 @@ def default_rule_table(folder: str) -> str:
             f"({result['why']}); at 256 the best is `{result['small_budget_choice']}`.\n")
 
 
+def default_readme(folder: str, selection_path: str) -> str:
+    """The README's two sentences on the default method: what the rule's confirmation run found against SnapKV at
+    both budgets, and what its selection step costs beside SnapKV's (one thread, from the selection-cost run)."""
+    result = default_rule.decide(DOCS / folder)
+    chosen, full = result["default"], result["full_right_pairs"]
+    if chosen != DEFAULT_METHOD:
+        raise ValueError(f"the rule picked {chosen}, but the CLI's default is {DEFAULT_METHOD}")
+    kept = {budget: {label: row["kept"] for label, row in block["candidates"].items()}
+            for budget, block in result["budgets"].items()}
+    rows = _load(selection_path)["rows"]
+
+    def shares(method: str) -> str:
+        values = [row["share"]["median"] for row in rows if row["method"] == method and row["threads"] == 1]
+        return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
+
+    lengths = sorted({row["length"] for row in rows})
+    tie = "a tie by the rule" if result["budgets"][1024]["candidates"]["snapkv"]["against_best"]["tie"] else "a loss"
+    return (f"The default method is DefensiveKV with one budget for every KV head and a causal pooling window: on "
+            f"fresh test data, judged by a rule fixed before the run, it kept {kept[1024][chosen]} of the full cache's "
+            f"{full} right answers at the default budget of 1024 where SnapKV kept {kept[1024]['snapkv']} ({tie}), and "
+            f"{kept[256][chosen]} where SnapKV kept {kept[256]['snapkv']} at 256. What it costs: choosing the kept "
+            f"positions takes {shares(chosen)} of the prefill on one thread at {lengths[0] // 1024}k-"
+            f"{lengths[-1] // 1024}k tokens, against {shares('snapkv')} for SnapKV (`--method snapkv`).\n")
+
+
 def decode_speed(path: str) -> str:
     """Decode tok/s from a compressed cache: this project's step, the grouped-query dispatch it replaced in reduced
     precision, and the model's bare forward on a plain cache (median and interquartile range over the rounds)."""
@@ -1008,6 +1033,7 @@ GENERATORS = {
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
+    "default-readme": default_readme,
     "decode-speed": decode_speed,
     "batch-table": batch_table,
     "batch-readme": batch_readme,
