@@ -307,7 +307,8 @@ def _guess_encoding(data: bytes) -> str | None:
 
 
 def _refuse_binary_text(source: str, text: str) -> None:
-    """Raise :class:`BinaryDocument` for decoded text that is mostly not text (zero bytes, control characters)."""
+    """Raise :class:`BinaryDocument` for decoded text that is not text: a zero byte, or control characters
+    (:data:`_CONTROL`) making up more than 1% of its first ``16 * _SAMPLE`` characters (one is always allowed)."""
     if "\x00" in text:
         raise BinaryDocument(source, "it holds zero bytes, as binary files do")
     controls = len(_CONTROL.findall(text[:_SAMPLE * 16]))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from snapkv_cli.batch.jobs import Job, expand_documents, jobs_from_paths, read_j
 from snapkv_cli.batch.output import AnswerFile, encode
 from snapkv_cli.errors import BadJob, OutputInUse, UserError
 from tests.example_writer import make_examples
-from tests.helpers import assert_user_error
+from tests.helpers import assert_user_error, record_loaded_forwards
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -308,6 +309,39 @@ def test_rerun_skips_what_the_output_answers(corpus, tiny_model_path, tmp_path):
     assert third.exit_code == 0 and third.stdout == ""
     final = jsonl(out.read_text())
     assert len(final) == 4 and len({(line["id"], line["question"]) for line in final}) == 4
+
+
+def test_a_rerun_skips_by_job_id_not_by_document(corpus, tiny_model_path, tmp_path):
+    """Two jobs on one document are two jobs: each gets its answers once, and a rerun skips each by its id."""
+    out, jobs = tmp_path / "answers.jsonl", tmp_path / "jobs.jsonl"
+    jobs.write_text("\n".join(json.dumps({"id": job_id, "document": corpus["notes.txt"], "questions": QUESTIONS})
+                              for job_id in ("first", "second")) + "\n")
+    args = ["batch", "--jobs", jobs, "--model", tiny_model_path, *SMALL, "--output", out, "--quiet"]
+    assert invoke(*args).exit_code == 0
+    lines = jsonl(out.read_text())
+    assert sorted((line["id"], line["question"]) for line in lines) == sorted(
+        (job_id, question) for job_id in ("first", "second") for question in QUESTIONS)
+    again = invoke(*args)
+    assert again.exit_code == 0, (again.stderr, again.exception)
+    assert jsonl(out.read_text()) == lines  # nothing asked again, nothing appended
+    out.write_text("".join(out.read_text().splitlines(keepends=True)[:-1]))  # the second job's last answer lost
+    assert invoke(*args).exit_code == 0
+    final = jsonl(out.read_text())
+    assert final[:-1] == lines[:-1] and (final[-1]["id"], final[-1]["question"]) == ("second", QUESTIONS[1])
+
+
+def test_the_summary_counts_the_tokens_computed_not_those_reused(corpus, tiny_model_path, monkeypatch):
+    """The summary's tokens (and so its tokens per second) are the tokens the model prefilled, as its forwards
+    record them, plus the tokens generated: the shared prefix of a document counts once, not once per question."""
+    forwards, _ = record_loaded_forwards(monkeypatch)
+    result = invoke("batch", corpus["notes.txt"], corpus["log.md"], "-Q", QUESTIONS[0], "-Q", QUESTIONS[1],
+                    "--model", tiny_model_path, *SMALL)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    generated = sum(line["generated_tokens"] for line in jsonl(result.stdout))
+    prefilled = sum(tokens for tokens in forwards.sizes() if tokens > 1)  # decode steps feed one token each
+    assert len([tokens for tokens in forwards.sizes() if tokens > 1]) == 6  # 2 prefixes and 4 questions
+    shown = re.search(r"tokens │ (\d+) prefilled or generated", " ".join(result.stderr.split()))
+    assert shown and int(shown.group(1)) == prefilled + generated, (shown, prefilled, generated)
 
 
 def test_kill_9_mid_run_then_rerun_gives_every_answer_once(corpus, tiny_model_path, tmp_path):

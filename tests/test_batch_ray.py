@@ -112,35 +112,40 @@ class WorkerMessages(BatchPresenter):
         self.messages.append(message)
 
 
-class KillOnce(WorkerMessages):
-    """Kills the actor that has just answered a document's first question, while its second is on the way."""
+class Kill(WorkerMessages):
+    """Kills the actor that has just answered a document's first question, while its second is on the way, on each
+    of the first ``times`` documents answered."""
 
-    def __init__(self):
+    def __init__(self, times: int):
         super().__init__()
         self.executor: RayExecutor | None = None
-        self.killed: str | None = None
+        self.times, self.killed = times, []
 
     def recorded(self, line: dict, summary) -> None:
-        if self.killed is None and line.get("question_index") == 0:
+        if len(self.killed) < self.times and line.get("question_index") == 0 and line["id"] not in self.killed:
             actor = self.executor.assignments().get(line["id"])
             if actor is not None:
                 ray.kill(actor, no_restart=True)
-                self.killed = line["id"]
+                self.killed.append(line["id"])
 
 
-def test_a_killed_actor_loses_no_answer_and_duplicates_none(cluster, jobs, options, local_lines, tmp_path):
+def test_killed_actors_lose_no_answer_and_duplicate_none(cluster, jobs, options, local_lines, tmp_path):
+    """Two actors killed, each in the middle of a document: every answer is there exactly once, and the summary
+    counts both deaths."""
     path = tmp_path / "ray.jsonl"
     out = AnswerFile(str(path))
-    presenter = KillOnce()
+    presenter = Kill(times=2)
     presenter.executor = RayExecutor(options, workers=2)
     summary = run_batch(jobs, presenter.executor, out, presenter)
     out.close()
-    assert presenter.killed is not None
+    assert len(presenter.killed) == 2
     lines = jsonl(path.read_text())
     assert_same_lines(lines, local_lines)
     assert summary.answered == 12 and summary.failed == 0
-    assert summary.worker_failures == 1 and len(presenter.messages) == 1, presenter.messages
-    assert "died on" in presenter.messages[0] and "go to another worker" in presenter.messages[0]
+    assert summary.worker_failures == 2 and len(presenter.messages) == 2, presenter.messages
+    for message, killed in zip(presenter.messages, presenter.killed):
+        assert f"died on {dict((job.id, job.document) for job in jobs)[killed]}; its 1 unanswered question(s) go " \
+               "to another worker" in message
     # a rerun finds nothing left to do
     again = AnswerFile(str(path))
     assert len(again.answered) == 12

@@ -245,6 +245,26 @@ def test_the_report_says_why_an_answer_ended_and_when_it_was_cut(docs, tiny_mode
     assert "cut at the token limit (3 tokens)" in panel_text(plain.stderr) and "stopped" not in plain.stdout
 
 
+def test_the_layer_rows_give_the_fewest_and_most_tokens_a_head_keeps(docs, tiny_model_path):
+    """With budgets that differ between the KV heads of a layer (AdaKV), each layer's row gives the fewest and the
+    most tokens one of its heads keeps, as counted here from the kept positions ``inspect --json`` lists."""
+    args = [docs["long.txt"], QUESTION, "--model", tiny_model_path, "--method", "adakv", "--budget", "48",
+            "--window", "8"]
+    report = ask_json(*args, "--max-new-tokens", "1")
+    shown = runner.invoke(cli.app, ["inspect", *args, "--json", "--quiet"])
+    assert shown.exit_code == 0, (shown.stderr, shown.exception)
+    counts = {layer["layer"]: [len(head["kept"]) for head in layer["heads"]]
+              for layer in json.loads(shown.stdout)["layers"]}
+    assert [row["layer"] for row in report["layers"]] == sorted(counts)
+    for row in report["layers"]:
+        assert (row["kept_tokens_min"], row["kept_tokens_max"]) == (min(counts[row["layer"]]),
+                                                                    max(counts[row["layer"]]))
+    assert any(min(kept) < max(kept) for kept in counts.values())  # the heads of a layer do differ
+    cache = report["cache"]
+    assert (cache["tokens_after_min"], cache["tokens_after_max"]) == (
+        min(map(min, counts.values())), max(map(max, counts.values())))
+
+
 def test_budget_fraction(docs, tiny_model_path):
     report = ask_json(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *FAST, "--budget", "0.25",
                       "--window", "8")
@@ -662,6 +682,23 @@ def test_unexpected_error_is_one_line(docs, tiny_model_path, monkeypatch):
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.startswith("Error: RuntimeError: the prefill exploded")
     assert "SNAPKV_DEBUG=1" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["ask", "inspect", "batch"])
+def test_ctrl_c_exits_130_with_one_line(docs, tiny_model_path, monkeypatch, command):
+    """Ctrl-C while a command runs (here while the model loads) ends it with the shell's code for SIGINT, 130,
+    and one line on stderr, not a traceback and not the exit code of a failure."""
+    from snapkv_cli.models import loader
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader, "load_model", interrupted)
+    question = ["-Q", QUESTION] if command == "batch" else [QUESTION]
+    result = runner.invoke(cli.app, [command, docs["notes.txt"], *question, "--model", tiny_model_path, *FAST])
+    assert result.exit_code == 130, (result.stdout, result.stderr, result.exception)
+    assert result.stdout == "" and result.stderr.splitlines()[-1] == "Interrupted", result.stderr
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("args", [

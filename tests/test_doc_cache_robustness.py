@@ -147,14 +147,86 @@ def test_names_and_signatures_are_keyed(tmp_path):
     assert first.load(key, ids, tiny_model("llama")).status == "miss"  # it was removed; nothing else touched
 
 
-def test_a_damaged_secret_is_a_miss_with_the_reason(tmp_path):
+def test_values_changed_with_shapes_kept_are_misses(tmp_path):
+    """A signed entry whose tensors keep every name, shape and dtype but whose window positions say another
+    window (they must be the prefix's last positions) is refused and removed."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    forge(cache, path, lambda t: t.update({"layers.1.window_positions": t["layers.1.window_positions"] - 1}))
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "rebuilt" and "layer 1: wrong window positions" in lookup.reason, lookup.reason
+    assert not path.exists()
+
+
+def test_metadata_edited_without_signing_again_is_refused(tmp_path):
+    """The signature covers the key in the metadata: an entry moved under another key's name with only its metadata
+    rewritten (not signed again) is a checksum mismatch, not a hit."""
+    from safetensors.torch import save_file
+
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    other = {**key, "model": "another revision"}  # same tensors, same shapes: only the key tells them apart
+    tensors, metadata = disk._read(path)
+    metadata["key"] = keys.key_text(other)
+    save_file(tensors, str(cache.path_for(other)), metadata=metadata)
+    lookup = cache.load(other, ids, tiny_model("llama"))
+    assert lookup.status == "rebuilt" and "checksum mismatch" in lookup.reason, lookup.reason
+    assert cache.load(key, ids, tiny_model("llama")).status == "hit"  # the entry as written is sound
+
+
+def test_a_prefix_shorter_than_the_window_is_a_hit(tmp_path):
+    """A document whose prefix has fewer tokens than the observation window is stored and loaded like any other,
+    bit for bit."""
+    cache = disk.DocCache(tmp_path / "docs")
+    ids = prompt_ids(WINDOW - 3, seed=77)[0].tolist()
+    key = {"entry": "short", "window_size": WINDOW, "attention_sums": False}
+    prefix = build_prefix(tiny_model("llama"), ids, WINDOW)
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "hit", lookup.reason
+    fresh, loaded = disk.export_prefix(prefix, ids), disk.export_prefix(lookup.cache, ids)
+    assert fresh.keys() == loaded.keys() and all(torch.equal(fresh[name], loaded[name]) for name in fresh)
+
+
+@pytest.mark.parametrize("damaged", [b"short", bytes(cache_secret.SECRET_BYTES + 1), b""],
+                         ids=["short", "one-byte-too-long", "empty"])
+def test_a_damaged_secret_is_a_miss_with_the_reason(tmp_path, damaged):
     cache = disk.DocCache(tmp_path / "docs")
     key, ids, _ = stored(cache, 0)
-    (cache.directory / cache_secret.SECRET_NAME).write_bytes(b"short")
+    (cache.directory / cache_secret.SECRET_NAME).write_bytes(damaged)
     lookup = cache.load(key, ids, tiny_model("llama"))
     assert lookup.status == "miss" and "is damaged" in lookup.reason
     stored_, reason, _ = cache.store(*entry(1))
     assert not stored_ and "is damaged" in reason
+
+
+def rewrite_header(path: Path, change) -> None:
+    """Rewrite the safetensors header of ``path`` with ``change(header)`` applied; the data bytes stay as they are."""
+    data = path.read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + length])
+    change(header)
+    raw = json.dumps(header).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + length:])
+
+
+def test_a_data_range_longer_than_its_shape_is_an_unreadable_file(tmp_path):
+    """Each tensor's data range must be exactly as long as its shape and dtype need: a longer one (inside the file)
+    makes the file unreadable, so the entry is refused and removed."""
+    path = tmp_path / "one.safetensors"
+    raw = json.dumps({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 12]}}).encode()
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(12))
+    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile, match="12 bytes for shape"):
+        tensor_file.read_tensors(file)
+
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    rewrite_header(path, lambda header: header["prefix_ids"].update(shape=[len(ids) - 1]))
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "rebuilt" and "unreadable file" in lookup.reason, lookup.reason
+    assert f"{8 * len(ids)} bytes for shape [{len(ids) - 1}]" in lookup.reason
+    assert not path.exists()
 
 
 # --------------------------------------------------------------------------- junk in the directory

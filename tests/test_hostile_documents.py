@@ -106,6 +106,24 @@ def test_binary_content_is_refused_whatever_the_extension(tmp_path, suffix):
     assert "is not a text document" in line
 
 
+def test_control_characters_over_one_percent_are_refused(tmp_path):
+    """Text may hold a few control characters (a form feed, an ANSI colour, a stray \\x01): up to 1% of its
+    characters; more is binary. Tab, newlines, form feed and escape are text and never count."""
+    def text(controls: int, length: int = 10_000) -> bytes:
+        body = ("The lamp was lit at dusk. " * (length // 26 + 1))[:length - controls]
+        step = len(body) // (controls + 1)
+        pieces = [body[i * step:(i + 1) * step] for i in range(controls)] + [body[controls * step:]]
+        return "\x01".join(pieces).encode()
+
+    assert len(text(100)) == 10_000 and text(100).count(b"\x01") == 100
+    assert load_document(write(tmp_path, "one-percent.txt", text(100))).text.count("\x01") == 100
+    for controls in (101, 300):  # just over 1%, and 3%
+        with pytest.raises(BinaryDocument, match=f"it holds {controls} control characters"):
+            load_document(write(tmp_path, f"controls-{controls}.txt", text(controls)))
+    layout = ("Column\tvalue\r\n\x0cPage two\x1b[1mbold\x1b[0m\n" * 400).encode()  # 10% tabs, feeds, escapes
+    assert "Page two" in load_document(write(tmp_path, "layout.txt", layout)).text
+
+
 def test_binary_on_stdin_is_refused():
     with pytest.raises(BinaryDocument):
         load_document("-", stdin=io.BytesIO(b"\x7fELF\x02\x01\x01\x00" + bytes(200)))

@@ -135,6 +135,7 @@ def test_json_matches_the_engine(docs, tiny_model_path, loaded):
     assert data["cache"] == engine.report.to_json()["cache"]
     assert data["prompt"] == engine.report.to_json()["prompt"] and data["prompt_tokens"] == prompt.length
     assert "answer" not in data and "generated_tokens" not in data
+    assert set(data["timings"]).isdisjoint({"decode_s", "decode_tokens_per_s"})  # nothing was decoded
     assert [layer["layer"] for layer in data["layers"]] == sorted(records) == [0, 1, 2]
     for layer in data["layers"]:
         record = records[layer["layer"]]
@@ -353,6 +354,41 @@ def test_default_view_of_an_8k_token_document_fits_80_columns(docs, long_context
 ])
 def test_errors_are_one_line(docs, tiny_model_path, extra, fragments):
     assert_user_error(inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, *extra), *fragments)
+
+
+@pytest.mark.parametrize(("extra", "fragment"), [(["--layer", "3"], "--layer 3 is out of range"),
+                                                (["--head", "2"], "--head 2 is out of range")])
+def test_a_layer_or_head_beyond_the_model_is_refused_before_the_prefill(docs, tiny_model_path, monkeypatch, extra,
+                                                                         fragment):
+    """The tiny model has 3 layers and 2 KV heads: --layer 3 and --head 2 (the counts themselves) name none, and
+    are refused once the model is loaded, before it reads a single prompt token."""
+    from tests.helpers import record_loaded_forwards
+
+    forwards, loaded_models = record_loaded_forwards(monkeypatch)
+    assert_user_error(inspect(docs["notes.txt"], QUESTION, "--model", tiny_model_path, *SMALL, *extra), fragment)
+    assert len(loaded_models) == 1 and forwards == []
+
+
+def test_top_passages_are_the_best_runs_that_do_not_overlap(docs, loaded):
+    """Each passage is the run of ``size`` document tokens (before the window) with the highest mean kept share
+    among those that overlap no passage before it, as a search over every run finds."""
+    inspection = small_inspection(loaded, docs["notes.txt"])
+    start, end = inspection.prompt.document_span[0], min(inspection.prompt.document_span[1], inspection.window[0])
+    share = np.zeros(inspection.length)
+    share[start:end] = np.random.default_rng(3).random(end - start) ** 4
+    share[start + 30:start + 40] += 2.0  # one hot region: overlapping runs around it all score high
+    size, count = 8, 5
+    passages = inspection.top_passages(share, count, size)
+    taken: list[tuple[int, int]] = []
+    for _ in range(count):
+        runs = [(share[first:first + size].mean(), first) for first in range(start, end - size + 1)
+                if all(first + size <= a or b <= first for a, b in taken)]
+        best_mean, best = max(runs, key=lambda run: (run[0], -run[1]))
+        taken.append((best, best + size))
+        assert passages[len(taken) - 1].share == pytest.approx(best_mean)
+    assert [(passage.start, passage.end) for passage in passages] == taken
+    assert all(a_end <= b_start or b_end <= a_start
+               for i, (a_start, a_end) in enumerate(taken) for b_start, b_end in taken[i + 1:])
 
 
 def test_output_path_is_a_directory(docs, tiny_model_path, tmp_path):
