@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
 import snapkv_cli.pipeline as pipeline
+from snapkv_cli.bench.grid import default_label, parse_label
 from snapkv_cli.documents import Document, Page, load_document
 from snapkv_cli.engine import METHODS, CompressionSettings
 from snapkv_cli.generation import GenerationOptions
@@ -86,11 +87,13 @@ def assert_same_answer(separate, shared):
 # --------------------------------------------------------------------------- the library
 
 
-@pytest.mark.parametrize("method", [name for name, method in METHODS.items() if method.compresses])
-def test_session_matches_separate_runs_and_prefills_once(loaded, notes, method, monkeypatch):
+@pytest.mark.parametrize("label", [name for name, method in METHODS.items() if method.compresses] + [default_label()])
+def test_session_matches_separate_runs_and_prefills_once(loaded, notes, label, monkeypatch):
+    """Every compressing method, and the command line's default with the settings it comes with."""
     document, template = load_document(notes), load_template()
+    method, overrides = parse_label(label)
     settings = CompressionSettings(method=method, window_size=16, max_capacity_prompt=64, kernel_size=15,
-                                   pooling="maxpool")
+                                   pooling="maxpool", **overrides)
     built = []
     real_build = pipeline.DocumentSession._obtain
     monkeypatch.setattr(pipeline.DocumentSession, "_obtain",
@@ -334,12 +337,13 @@ def test_chat_refuses_stdin_document(tiny_model_path):
 
 @pytest.mark.slow
 def test_default_model_answers_and_keeps_the_same_as_separate_runs():
-    from snapkv_cli.defaults import CLI_DEFAULTS
+    """The default model with the command line's default method and settings, as `snapkv ask -Q` runs them."""
+    from snapkv_cli.defaults import CLI_DEFAULTS, METHOD, METHOD_SETTINGS
     from snapkv_cli.models.loader import load_model
 
     loaded = load_model(device="cpu")
     document, template = load_document("examples/field_notes.txt"), load_template()
-    settings = CompressionSettings(**CLI_DEFAULTS)
+    settings = CompressionSettings(**CLI_DEFAULTS, method=METHOD, **METHOD_SETTINGS)
     questions = ["What is the station's coastguard code?", "What is the name of the relief boat?"]
     session = pipeline.DocumentSession(loaded, document, settings, template, generation=GENERATION_24)
     answers = []
