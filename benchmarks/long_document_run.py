@@ -1,8 +1,8 @@
 """One question about a long PDF (20-30k tokens) with the 32k built-in model, as a user runs it: `snapkv ask`.
 
 Writes the PDF (``benchmarks/make_long_document.py``: real prose, one planted fact in the middle), runs ``snapkv ask ...
---json`` on it in a fresh process and stores that report (answer, timings, KV sizes, peak memory) with where it ran,
-for ``docs/benchmarks.md``::
+--json`` on it in a fresh process with the command line's default method (no ``--method``) and stores that report
+(answer, timings, KV sizes, peak memory) and the default's bench label with where it ran, for ``docs/benchmarks.md``::
 
     .venv/bin/python -m benchmarks.long_document_run --pages 44 --out docs/results/long_document.json
 """
@@ -25,19 +25,21 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=1024)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    from snapkv_cli.bench.grid import default_label
     from snapkv_cli.bench.provenance import provenance, run_start, write_result
 
     document = make_long_document
     with tempfile.TemporaryDirectory() as folder:
         pdf = Path(folder) / f"long-{args.pages}.pdf"
         document.write_long_pdf(pdf, args.pages)
-        command = ["snapkv", "ask", str(pdf), document.QUESTION, "--model", args.model, "--method", "snapkv",
+        command = ["snapkv", "ask", str(pdf), document.QUESTION, "--model", args.model,
                    "--budget", str(args.budget), "--json"]
         start = run_start()
         finished = subprocess.run(command, capture_output=True, text=True, check=True)
     report = json.loads(finished.stdout)
     shown = " ".join(command[:2] + [f"long-{args.pages}.pdf", json.dumps(document.QUESTION)] + command[4:])
-    write_result(args.out, "long_document", args, provenance(None, start), ask_command=shown, fact=document.FACT,
+    write_result(args.out, "long_document", args, provenance(None, start), ask_command=shown, method=default_label(),
+                 fact=document.FACT,
                  report=report)
     print(report["answer"])
 

@@ -1,13 +1,14 @@
-"""Benchmark: five questions about one 8k-token document with the default model, three ways.
+"""Benchmark: five questions about one 8k-token document with the default model and method, three ways.
 
 1. separate: five ``snapkv ask DOC QUESTION --json`` runs (each reads the whole document);
 2. multi: one ``snapkv ask DOC --questions FILE --json`` run (the document's prefix is prefilled once);
 3. cached: the same multi-question run with ``--cache-docs``, first on an empty document cache (it stores the
    prefix), then again (it loads the prefix from disk instead of prefilling it).
 
-Every run is a fresh ``snapkv`` process, timed from start to exit (model loading included), and every run's answers
-must be the same. Per-question times come from the JSON reports: a cold question costs its whole prefill plus
-decoding; a cached question costs its share of loading the prefix, the question's prefill and decoding.
+Every run is a fresh ``snapkv`` process with the command line's default method (no ``--method``), timed from start
+to exit (model loading included), and every run's answers must be the same. Per-question times come from the JSON
+reports: a cold question costs its whole prefill plus decoding; a cached question costs its share of loading the
+prefix, the question's prefill and decoding.
 
 ``--dtype-check`` also measures, in this process, what storing the prefix in float16 instead of the model's float32
 would change: file size, kept positions and answers.
@@ -59,7 +60,7 @@ def build_document(tokenizer, target_tokens: int) -> str:
 def snapkv(*args: str, env: dict) -> tuple[float, list[dict]]:
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "snapkv_cli", "ask", *args, "--json", "--quiet",
-                             "--method", "snapkv", "--max-new-tokens", str(MAX_NEW_TOKENS)],
+                             "--max-new-tokens", str(MAX_NEW_TOKENS)],
                             capture_output=True, text=True, env=env, cwd=ROOT)
     seconds = time.perf_counter() - started
     if result.returncode != 0:
@@ -81,7 +82,7 @@ def dtype_check(document_path: Path, cli_answers: list[str]) -> dict:
     import torch
 
     from snapkv_cli import pipeline
-    from snapkv_cli.defaults import CLI_DEFAULTS
+    from snapkv_cli.defaults import CLI_DEFAULTS, METHOD, METHOD_SETTINGS
     from snapkv_cli.documents import load_document
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
@@ -90,7 +91,7 @@ def dtype_check(document_path: Path, cli_answers: list[str]) -> dict:
 
     loaded = load_model(device="cpu")
     document = load_document(str(document_path))
-    settings = CompressionSettings(**CLI_DEFAULTS)
+    settings = CompressionSettings(**CLI_DEFAULTS, method=METHOD, **METHOD_SETTINGS)  # what `snapkv ask` runs
     session = pipeline.DocumentSession(loaded, document, settings, load_template(),
                                        generation=GenerationOptions(max_new_tokens=MAX_NEW_TOKENS))
     exact = [session.ask(question) for question in QUESTIONS]
@@ -151,9 +152,11 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(options.threads)
+    from snapkv_cli.bench.grid import default_label, parse_label
     from snapkv_cli.bench.provenance import run_start
 
-    results: dict = {**run_start(), "command": " ".join(["python", *sys.argv]),
+    method, overrides = parse_label(default_label())
+    results: dict = {**run_start(), "command": " ".join(["python", *sys.argv]), "method": default_label(),
                      "threads": options.threads or "default", "max_new_tokens": MAX_NEW_TOKENS}
     with tempfile.TemporaryDirectory() as folder:
         document_text = build_document(tokenizer, options.tokens)
@@ -172,6 +175,8 @@ def main() -> None:
             "separate": [lines[0] for _, lines in separate],
             "multi": multi[1], "cached_store": store[1], "cached_hit": hit[1],
         }
+        assert all(r["method"] == method and all(r["settings"][key] == overrides[key] for key in overrides)
+                   for rows in reports.values() for r in rows), "not the default method"
         answers = {name: [r["answer"] for r in rows] for name, rows in reports.items()}
         assert len({json.dumps(a) for a in answers.values()}) == 1, answers
         kept = {name: [r["layers"] for r in rows] for name, rows in reports.items()}

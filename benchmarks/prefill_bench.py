@@ -12,12 +12,16 @@ during the prefill (sampled every 2 ms) and the prompt KV bytes it keeps. Varian
 - ``plain``: plain transformers as a user runs it: the model never prepared (no hooks), transformers'
   ``DynamicCache``, ``model(ids, cache=..., logits_to_keep=1)``, glibc's allocator untouched; nothing of
   snapkv-cli runs in the process except the model loader.
-- ``snapkv``: what ``snapkv ask`` runs: the command's allocator call at start-up, the prepared model and
-  ``generation.prefill`` into a ``SnapKVCache`` (SnapKV, ``--budget``, the CLI's defaults).
+- ``default``: what ``snapkv ask`` runs: the command's allocator call at start-up, the prepared model and
+  ``generation.prefill`` into a ``SnapKVCache`` with the command line's default method and the settings it comes
+  with (``snapkv_cli.bench.grid.default_label()``), ``--budget`` and the CLI's defaults.
+- ``snapkv``: the same with ``--method snapkv`` (SnapKV, for the claims of SnapKV's paper).
 - ``full``: the same with ``--method full`` (the project's full cache: the reference for the memory target).
 - ``hooks``: ablation: the prepared model (hooks installed) with a plain ``DynamicCache``: the hooks' cost.
-- ``snapkv-mmap64k``: ablation: ``snapkv`` under the allocator setting of before this fix (glibc's mmap threshold
+- ``default-mmap64k``: ablation: ``default`` under the allocator setting of before this fix (glibc's mmap threshold
   fixed at 64 KiB, every block above it a fresh mapping).
+
+Each run records the method it ran as a bench label (``method``; None for ``plain`` and ``hooks``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-VARIANTS = ("plain", "snapkv", "full", "hooks", "snapkv-mmap64k")
+VARIANTS = ("plain", "default", "snapkv", "full", "hooks", "default-mmap64k")
+COMPRESSING = "default"  # the variant the memory target is about: what `snapkv ask` runs
+
+
+def variant_label(variant: str) -> str | None:
+    """The method a variant runs, as a bench label (None: plain transformers' cache, no method)."""
+    from snapkv_cli.bench.grid import default_label
+
+    return {"default": default_label(), "default-mmap64k": default_label(), "snapkv": "snapkv",
+            "full": "full"}.get(variant)
 
 
 def child(variant: str, length: int, budget: int) -> dict:
@@ -38,11 +51,11 @@ def child(variant: str, length: int, budget: int) -> dict:
     import resource
     import time
 
-    if variant in ("snapkv", "full"):
+    if variant in ("default", "snapkv", "full"):
         from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
         return_freed_memory_to_os()  # what the snapkv command does at start-up
-    elif variant == "snapkv-mmap64k":
+    elif variant == "default-mmap64k":
         ctypes.CDLL("libc.so.6").mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD: the setting before this fix
     import torch
     from transformers.cache_utils import DynamicCache
@@ -66,14 +79,16 @@ def child(variant: str, length: int, budget: int) -> dict:
             model(torch.tensor([tokens]), cache=cache, use_cache=True, logits_to_keep=1)
             return cache, sum(2 * layer.keys.numel() * layer.keys.element_size() for layer in cache.layers)
     else:
+        from snapkv_cli.bench.grid import parse_label
         from snapkv_cli.defaults import CLI_DEFAULTS
         from snapkv_cli.engine import CompressionSettings, SnapKVCache, prepare
         from snapkv_cli.generation import prefill
 
         prepare(model)
-        settings = CompressionSettings(method="full" if variant == "full" else "snapkv",
-                                       window_size=CLI_DEFAULTS["window_size"], max_capacity_prompt=budget,
-                                       kernel_size=CLI_DEFAULTS["kernel_size"], pooling=CLI_DEFAULTS["pooling"])
+        method, overrides = parse_label(variant_label(variant))
+        settings = CompressionSettings(method=method, window_size=CLI_DEFAULTS["window_size"],
+                                       max_capacity_prompt=budget, kernel_size=CLI_DEFAULTS["kernel_size"],
+                                       pooling=CLI_DEFAULTS["pooling"], **overrides)
 
         def run(tokens):
             cache = SnapKVCache(settings=settings, config=model.config)
@@ -90,7 +105,8 @@ def child(variant: str, length: int, budget: int) -> dict:
         cache, kv_bytes = run(ids)
         wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
-    return {"variant": variant, "length": length, "budget": budget, "model": loaded.name,
+    return {"variant": variant, "method": variant_label(variant), "length": length, "budget": budget,
+            "model": loaded.name,
             "dtype": str(loaded.dtype).removeprefix("torch."), "threads": torch.get_num_threads(),
             "forward_pre_hooks": hooks, "cache": type(cache).__name__, "wall_s": round(wall, 3),
             "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 3),
@@ -109,7 +125,7 @@ def summarize(runs: list[dict]) -> dict:
         return statistics.median(run[key] for run in by_variant[variant])
 
     summary = {variant: {key: median(variant, key) for key in
-                         ("wall_s", "cpu_s", "sys_s", "minor_faults", "peak_rss_bytes", "kv_bytes")}
+                         ("wall_s", "cpu_s", "sys_s", "minor_faults", "peak_rss_bytes", "kv_bytes", "selection_s")}
                for variant in by_variant}
     if "plain" in by_variant:
         rounds = {}
@@ -122,9 +138,9 @@ def summarize(runs: list[dict]) -> dict:
             summary[variant]["wall_vs_plain_per_round"] = [round(x, 4) for x in ratios]
             summary[variant]["wall_vs_plain_median"] = round(statistics.median(ratios), 4)
             summary[variant]["cpu_vs_plain_median"] = round(statistics.median(cpu), 4)
-    if "full" in summary and "snapkv" in summary:
-        saved = summary["full"]["kv_bytes"] - summary["snapkv"]["kv_bytes"]
-        below = summary["full"]["peak_rss_bytes"] - summary["snapkv"]["peak_rss_bytes"]
+    if "full" in summary and COMPRESSING in summary:
+        saved = summary["full"]["kv_bytes"] - summary[COMPRESSING]["kv_bytes"]
+        below = summary["full"]["peak_rss_bytes"] - summary[COMPRESSING]["peak_rss_bytes"]
         summary["memory_target"] = {"kv_bytes_saved": saved, "peak_rss_below_full": below,
                                     "share_of_saved": round(below / saved, 4) if saved else None}
     return summary

@@ -4,7 +4,7 @@
 #
 #   bash benchmarks/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash benchmarks/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
-#                                                  # niah peers longmem longcost longdoc decodeprofile niahlong beyond
+#                                                  # batch niah peers longmem longcost longdoc decodeprofile niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
 #                                                  # tuneshared wordsample tunewordslarge
 #                                                  # niahbeyond
@@ -84,11 +84,18 @@ chunked() {  # the default method's peak memory at 8k with prefill chunks of 204
     --prefill-chunk 2048
 }
 
-multi() {  # several questions about one document (docs/multi_question.md), one thread
+multi() {  # several questions about one document (docs/multi_question.md), the default method, one thread (15 min)
   echo "[$(date -u +%H:%M:%S)] benchmarks/multi_question_bench.py" >&2
   flock "$lock" python -m benchmarks.multi_question_bench --threads 1 --dtype-check \
     --out docs/multi_question_bench.json.partial > /dev/null
   mv docs/multi_question_bench.json.partial docs/multi_question_bench.json
+}
+
+batch() {  # snapkv batch against a shell loop of snapkv ask, and with Ray (docs/batch.md), the default method, torch's
+  # default threads (about 6 min)
+  echo "[$(date -u +%H:%M:%S)] benchmarks/batch_bench.py" >&2
+  flock "$lock" python -m benchmarks.batch_bench --out docs/batch_bench.json.partial > /dev/null
+  mv docs/batch_bench.json.partial docs/batch_bench.json
 }
 
 niah() {  # the public Needle In A Haystack, 1k-8k x 0-100%, then its headline figure (several hours on 2 cores)
@@ -98,7 +105,8 @@ niah() {  # the public Needle In A Haystack, 1k-8k x 0-100%, then its headline f
   python -m benchmarks.niah_figure "$out/niah/niah.json" "$out/niah/niah_headline.png"
 }
 
-prefill() {  # the prefill of snapkv ask against plain transformers, fresh processes taking turns (about 15 min)
+prefill() {  # the prefill of snapkv ask (the default method; SnapKV beside it) against plain transformers, fresh
+  # processes taking turns (about 15 min)
   echo "[$(date -u +%H:%M:%S)] benchmarks/prefill_bench.py" >&2
   flock "$lock" python -m benchmarks.prefill_bench --length 8192 --budget 1024 --rounds 4 --json "$out/prefill.json.partial"
   mv "$out/prefill.json.partial" "$out/prefill.json"
@@ -120,6 +128,7 @@ longcost() {  # cost against prompt length to 32k with gemma3-270m, one fresh pr
 }
 
 longdoc() {  # snapkv ask about a 44-page PDF (about 24k tokens) with gemma3-270m at budget 1024, as a user runs it
+  # (the default method)
   echo "[$(date -u +%H:%M:%S)] benchmarks/long_document_run.py" >&2
   flock "$lock" python -m benchmarks.long_document_run --pages 44 --out "$out/long_document.json.partial"
   mv "$out/long_document.json.partial" "$out/long_document.json"
@@ -139,7 +148,7 @@ niahlong() {  # the public needle with gemma3-270m, full cache and SnapKV 1024, 
     --depths 0,25,50,75,100 --methods full,snapkv --budgets 1024 --max-new-tokens 32
 }
 
-# the CLI's default method, as a bench label (snapkv_cli/defaults.py declares it)
+# the CLI's default method, as a bench label (snapkv_cli.bench.grid.default_label())
 default_label=${DEFAULT_LABEL:-$(python -c 'from snapkv_cli.bench.grid import default_label; print(default_label())')}
 
 beyond() {  # issue 17: every method and the default at budgets 64-1024, 30 samples, one shard per length and task,
@@ -313,6 +322,6 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming methodstimingdefault selectioncost}"; do
+for part in "${@:-headline methods defaults speed chunked prefill multi batch niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming methodstimingdefault selectioncost}"; do
   for name in $part; do "$name"; done
 done

@@ -201,8 +201,10 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
     prefill = speed[(longest, method, 1024)]["prefill_overhead_vs_transformers"]
     prefill_report = _load(prefill_path)
     snapkv = prefill_bench.summarize(prefill_report["runs"])["snapkv"]
-    fresh = (f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}% (median of {len(snapkv['wall_vs_plain_per_round'])}"
-             f" rounds at {prefill_report['args']['length']:,} tokens, budget {prefill_report['args']['budget']})")
+    rounds = len(snapkv["wall_vs_plain_per_round"])
+    fresh = (f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}% wall, "
+             f"{100 * (snapkv['cpu_vs_plain_median'] - 1):+.1f}% CPU time (medians of {rounds} rounds at "
+             f"{prefill_report['args']['length']:,} tokens, budget {prefill_report['args']['budget']})")
     rows = [
         ["budget 4096: 99.8%, 1024: 98.9%, 256: 94.2% retention (LongBench, Llama-3-8B)",
          f"1024: {retention(1024)}; 256: {retention(256)} (single needle, kept / full-correct, 95% CI)"],
@@ -337,7 +339,8 @@ def multi_question_speed(path: str) -> str:
             f"one multi-question run {wall['multi']:.0f} s ({separate / wall['multi']:.1f}x), the same with the "
             f"document cache loaded from disk {wall['cached_second_run']:.1f} s "
             f"({separate / wall['cached_second_run']:.1f}x; each question {min(cached):.0f}-{max(cached):.0f} s "
-            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a 2-core CPU running other jobs.\n")
+            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a 2-core CPU running other jobs"
+            f"{_unless_default(report)}.\n")
 
 
 def multi_question_facts(path: str) -> str:
@@ -352,6 +355,7 @@ def multi_question_facts(path: str) -> str:
     lines = [
         f"- Run at {commit} with {report['threads']} thread(s), at most {report['max_new_tokens']} new tokens; load "
         f"average {load[0][0]:.1f} before and {load[1][0]:.1f} after.",
+        f"- Method: {_method_ran(report)}.",
         f"- The prompt: {report['prompt_tokens']:,} tokens, of which {report['prefix_tokens']:,} are the "
         f"question-independent prefix; the document cache entry is {report['doc_cache_bytes'] / 1e6:.0f} MB.",
         f"- Targets: the multi-question run at least 3x faster than separate runs ({separate / wall['multi']:.1f}x); "
@@ -417,7 +421,7 @@ def multi_question_dtype(path: str) -> str:
         ["kept sets (layer x KV head x question) identical to float32", f"{total}/{total}", f"{same}/{total}"],
         ["kept positions shared with float32, mean / worst head", "100%",
          f"{100 * check['mean_kept_overlap']:.2f}% / {100 * check['min_kept_overlap']:.2f}%"],
-        ["SnapKV scores, largest absolute difference", "0", f"{check['max_abs_score_difference']:.4f}"],
+        ["selection scores, largest absolute difference", "0", f"{check['max_abs_score_difference']:.4f}"],
         ["answers identical to float32", f"{answers}/{answers}", f"{check['same_answers']}/{answers}"],
         ["float32 answers identical to the CLI's (`snapkv ask`)",
          {True: "yes", False: "no"}.get(check.get("float32_matches_cli"), "not checked"), "-"],
@@ -532,6 +536,25 @@ def niah_answers(*paths: str) -> str:
     return _table((header, rows))
 
 
+def _method_ran(report: dict) -> str:
+    """A benchmark's method as its JSON records it (a bench label; none recorded: SnapKV, which those runs used), said
+    as the CLI's default method where it still is."""
+    from snapkv_cli.bench.grid import default_label
+
+    label = report.get("method") or "snapkv"
+    return (f"the CLI's default method, `{label}`" if label == default_label() else
+            "SnapKV (`--method snapkv`)" if label == "snapkv" else f"`{label}`")
+
+
+def _unless_default(report: dict) -> str:
+    """A clause naming a benchmark's method where it is not the CLI's default ("" where it is)."""
+    from snapkv_cli.bench.grid import default_label
+
+    label = report.get("method") or "snapkv"
+    return "" if label == default_label() else \
+        f"; measured with {'SnapKV' if label == 'snapkv' else f'`{label}`'}, not the current default method"
+
+
 def batch_table(path: str) -> str:
     """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""
     report = _load(path)
@@ -549,7 +572,8 @@ def batch_table(path: str) -> str:
     same = report["same_answers_as_loop"]
     return _table((["way", "wall time", f"per question (wall / {questions})", "a worker's time per answer",
                     "speed-up"], rows)) + (
-        f"\nAnswers identical to the loop's: batch {same['batch']}/{questions}, ray {same['ray']}/{questions}; "
+        f"\nMethod: {_method_ran(report)}. "
+        f"Answers identical to the loop's: batch {same['batch']}/{questions}, ray {same['ray']}/{questions}; "
         f"containing the expected fact: loop {report['correct']['loop']}, batch {report['correct']['batch']}, "
         f"ray {report['correct']['ray']} of {questions}.\n")
 
@@ -585,7 +609,8 @@ def long_document(path: str) -> str:
     right = all(word.lower() in report["answer"].lower() for word in found)
     return (f"`{result['ask_command']}` at commit `{where['git']['commit'][:10]}` ({where['started'][:16]} UTC; "
             f"{where['machine']['cpus']} CPUs, torch {where['machine']['torch']}, load average "
-            f"{where['load_average_before'][0]} before):\n\n"
+            f"{where['load_average_before'][0]} before, {where['load_average_after'][0]} after):\n\n"
+            f"- Method: {_method_ran(result)}, budget {report['settings']['budget']}.\n"
             f"- Prompt: {report['prompt_tokens']:,} tokens ({prompt['document']:,} of them the document's "
             f"{len(report['pages'])} PDF pages), template `{prompt['template_name']}` ({prompt['style']} style); "
             f"the answer stopped at `{json.dumps(report['stop']['stopped_by'])}`.\n"
@@ -646,7 +671,7 @@ def batch_readme(path: str) -> str:
     return (f"a shell loop of `snapkv ask -Q x{len(report['questions'])}` per document took {wall['loop']:.0f} s, one "
             f"`snapkv batch` {wall['batch']:.0f} s ({wall['loop'] / wall['batch']:.1f}x: one start-up and model load "
             f"instead of {report['documents']}), `snapkv batch --ray --workers 2` {wall['ray']:.0f} s "
-            f"({wall['loop'] / wall['ray']:.1f}x), {identical} {questions} answers.\n")
+            f"({wall['loop'] / wall['ray']:.1f}x), {identical} {questions} answers{_unless_default(report)}.\n")
 
 
 def _peers_agreement(report: dict) -> list[tuple[str, str, int | None, int, int, int]]:
@@ -785,23 +810,33 @@ def prefill_table(path: str) -> str:
     plain transformers (wall and CPU time), recomputed from the runs."""
     report = _load(path)
     summary = prefill_bench.summarize(report["runs"])
+    methods = {run["variant"]: run.get("method") for run in report["runs"]}
     rows = []
     for variant, row in summary.items():
         if variant == "memory_target":
             continue
         per_round = ", ".join(f"{100 * (ratio - 1):+.1f}%" for ratio in row["wall_vs_plain_per_round"])
-        rows.append([f"`{variant}`", f"{row['wall_s']:.2f}", f"{100 * (row['wall_vs_plain_median'] - 1):+.1f}%",
-                     per_round, f"{100 * (row['cpu_vs_plain_median'] - 1):+.1f}%", f"{row['sys_s']:.2f}",
+        rows.append([f"`{variant}`", f"`{methods[variant]}`" if methods[variant] else "-", f"{row['wall_s']:.2f}",
+                     f"{row['selection_s']:.2f}", f"{100 * (row['wall_vs_plain_median'] - 1):+.1f}%", per_round,
+                     f"{100 * (row['cpu_vs_plain_median'] - 1):+.1f}%", f"{row['sys_s']:.2f}",
                      f"{row['minor_faults'] / 1e6:.2f}", f"{row['peak_rss_bytes'] / 2**20:.0f}",
                      f"{row['kv_bytes'] / 2**20:.1f}"])
-    table = _table((["variant", "wall s", "wall vs plain (median)", "wall vs plain, each round", "CPU vs plain",
-                     "sys s", "minor faults (M)", "peak RSS MiB", "KV MiB"], rows))
+    table = _table((["variant", "method", "wall s", "of which selection s", "wall vs plain (median)",
+                     "wall vs plain, each round", "CPU vs plain", "sys s", "minor faults (M)", "peak RSS MiB",
+                     "KV MiB"], rows))
+    default = prefill_bench.COMPRESSING
+    if default in summary:
+        row = summary[default]
+        table += (f"\n`{default}`'s selection took {row['selection_s']:.1f} s of its {row['wall_s']:.1f} s prefill "
+                  f"(medians, {100 * row['selection_s'] / row['wall_s']:.0f}%)"
+                  + (f"; `snapkv`'s {summary['snapkv']['selection_s']:.1f} s of {summary['snapkv']['wall_s']:.1f} s"
+                     if "snapkv" in summary else "") + ".\n")
     target = summary.get("memory_target")
     if not target:
         return table
-    return table + (f"\nPeak RSS of `snapkv` is {target['peak_rss_below_full'] / 2**20:.0f} MiB below `full` for "
-                    f"{target['kv_bytes_saved'] / 2**20:.0f} MiB of KV saved ({target['share_of_saved']:.0%}; the "
-                    f"target is at least 80%).\n")
+    return table + (f"\nPeak RSS of `{prefill_bench.COMPRESSING}` is {target['peak_rss_below_full'] / 2**20:.0f} MiB "
+                    f"below `full` for {target['kv_bytes_saved'] / 2**20:.0f} MiB of KV saved "
+                    f"({target['share_of_saved']:.0%}; the target is at least 80%).\n")
 
 
 def weight_dtype_table(path: str) -> str:
@@ -908,10 +943,13 @@ def _glance_kv() -> tuple:
 def _glance_prefill() -> tuple:
     path = "results/prefill.json"
     report = _load(path)
-    snapkv = prefill_bench.summarize(report["runs"])["snapkv"]
-    rounds = snapkv["wall_vs_plain_per_round"]
-    return (f"Prefill time of `snapkv ask` (SnapKV {report['args']['budget']}, {report['args']['length']:,} tokens, "
-            f"fresh processes) against plain transformers", f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}%",
+    default = prefill_bench.summarize(report["runs"])[prefill_bench.COMPRESSING]
+    rounds = default["wall_vs_plain_per_round"]
+    ran = _method_ran({"method": next(run.get("method") for run in report["runs"]
+                                      if run["variant"] == prefill_bench.COMPRESSING)})
+    return (f"Prefill time of `snapkv ask` ({ran} at budget {report['args']['budget']}, "
+            f"{report['args']['length']:,} tokens, fresh processes) against plain transformers",
+            f"{100 * (default['wall_vs_plain_median'] - 1):+.1f}%",
             f"{100 * (min(rounds) - 1):+.1f}% to {100 * (max(rounds) - 1):+.1f}% (each of {len(rounds)} rounds)",
             ("prefill",), (path,))
 

@@ -2,7 +2,7 @@
 
 Slow: the model is fetched through pip and converted on first use (about 4 minutes, once), then a ~10k-token prompt
 is prefilled on the CPU (a few minutes on this 2-core machine). The fact is planted on one page in the middle of
-real prose; SnapKV keeps 1024 tokens per global layer and KV head.
+real prose; the command line's default method keeps 1024 tokens per global layer and KV head.
 """
 
 from __future__ import annotations
