@@ -95,15 +95,17 @@ def replay_selection(captured: list, settings) -> tuple[float, list]:
     from snapkv_cli.engine.compression import compress_layer
     from snapkv_cli.engine.pending import PendingLayer
     from snapkv_cli.engine.policies import POLICIES
+    from snapkv_cli.engine.threads import one_cpu_thread
 
     policy = POLICIES[settings.method](settings)
     seconds, kept = 0.0, []
     for layer_idx, chunk, keys, values in captured:
         started = time.perf_counter()
-        pending = PendingLayer()
-        pending.absorb(chunk, keys, settings, policy.accumulates_attention)
-        record, _ = compress_layer(policy, types.SimpleNamespace(), layer_idx, chunk.module, keys, values, pending,
-                                   None)
+        with one_cpu_thread(keys.device):
+            pending = PendingLayer()
+            pending.absorb(chunk, keys, settings, policy.accumulates_attention)
+            record, _ = compress_layer(policy, types.SimpleNamespace(), layer_idx, chunk.module, keys, values,
+                                       pending, None)
         seconds += time.perf_counter() - started
         kept.append(record.kept_positions)
     return seconds, kept

@@ -28,6 +28,7 @@ from .prefix_norms import PrefixValueNorms
 from .prefix_state import export_prefix, import_prefix
 from .records import LayerRecord, longest_prompt, summarize, uncompressed_record
 from .settings import CompressionSettings
+from .threads import one_cpu_thread
 
 
 class SnapKVCache(DynamicCache):
@@ -156,14 +157,15 @@ class SnapKVCache(DynamicCache):
                                                               chunk.start + chunk.length, sliding=True)
             return keys, values
         started = time.perf_counter()
-        pending = self.pending.setdefault(layer_idx, PendingLayer())
-        pending.absorb(chunk, keys, self.settings, self.accumulate_attention)
-        if not self._deferring:
-            record, mask = compress_layer(self.policy, self.layers[layer_idx], layer_idx, chunk.module, keys, values,
-                                          self.pending.pop(layer_idx), self.word_ids)
-            self.records[layer_idx] = record
-            if mask is not None:
-                self._masks[layer_idx] = mask
+        with one_cpu_thread(keys.device):
+            pending = self.pending.setdefault(layer_idx, PendingLayer())
+            pending.absorb(chunk, keys, self.settings, self.accumulate_attention)
+            if not self._deferring:
+                record, mask = compress_layer(self.policy, self.layers[layer_idx], layer_idx, chunk.module, keys,
+                                              values, self.pending.pop(layer_idx), self.word_ids)
+                self.records[layer_idx] = record
+                if mask is not None:
+                    self._masks[layer_idx] = mask
         self.selection_seconds += time.perf_counter() - started
         return keys, values
 

@@ -400,3 +400,28 @@ def test_selection_time_is_measured_inside_the_prefill():
         model(prompt_ids(200), past_key_values=cache, use_cache=True)
     wall = time.perf_counter() - started
     assert 0 < cache.selection_seconds < wall
+
+
+def test_selection_runs_on_one_cpu_thread_and_the_model_keeps_its_threads(monkeypatch):
+    from snapkv_cli.engine.policies.defensivekv import DefensiveKVPolicy
+
+    model = prepare(tiny_model("llama"))
+    cache = SnapKVCache(method="defensivekv", window_size=4, max_capacity_prompt=20)
+    during_selection, during_attention = [], []
+    real_scores = DefensiveKVPolicy.scores
+    monkeypatch.setattr(DefensiveKVPolicy, "scores",
+                        lambda self, context: during_selection.append(torch.get_num_threads()) or
+                        real_scores(self, context))
+    handles = [layer.self_attn.register_forward_pre_hook(
+        lambda *_: during_attention.append(torch.get_num_threads())) for layer in model.model.layers]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.no_grad():
+            model(prompt_ids(64), past_key_values=cache, use_cache=True)
+    finally:
+        torch.set_num_threads(threads)
+        for handle in handles:
+            handle.remove()
+    assert during_selection == [1, 1, 1] and during_attention == [2, 2, 2]
+    assert all(cache.layers[i].keys.shape[2] < 64 for i in range(3))  # and it compressed
