@@ -1,6 +1,6 @@
 """What choosing the kept positions costs, for every method, against the prefill it is part of.
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.selection_cost --rounds 2 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.selection_cost --rounds 3 \
         --out docs/results/selection_cost.json
 
 Every measurement runs in a fresh process (threads and allocator start clean), and the processes take turns round
