@@ -443,14 +443,13 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
         ratio = {(r["length"], r["method"], r["budget"]): r for r in compare(report["samples"])}[key]
         overhead = ratio["prefill_overhead_vs_transformers"]
         chunk = report["plan"]["chunk_size"]
-        rows.append([f"`{path}`", "one pass" if chunk is None else f"chunks of {chunk}",
+        rows.append([f"`{path}`", _method_name(key[1]), "one pass" if chunk is None else f"chunks of {chunk}",
                      f"{row['peak_rss_bytes']['median'] / 2**20:.0f} [{row['peak_rss_bytes']['q1'] / 2**20:.0f}, "
                      f"{row['peak_rss_bytes']['q3'] / 2**20:.0f}]",
                      f"{row['prefill_s']['median']:.2f} [{row['prefill_s']['q1']:.2f}, {row['prefill_s']['q3']:.2f}]",
                      f"{100 * overhead['median']:+.1f}% [{100 * overhead['q1']:+.1f}%, {100 * overhead['q3']:+.1f}%]",
                      str(row["repeats"])])
-    return _table((["run", "prefill", f"peak RSS MiB ({_method_name(key[1])} at {budget}, {int(length):,} tokens)",
-                    "prefill s",
+    return _table((["run", "method", "prefill", f"peak RSS MiB (budget {budget}, {int(length):,} tokens)", "prefill s",
                     "prefill vs one-pass plain transformers, same run", "runs"], rows))
 
 
