@@ -108,7 +108,8 @@ niah() {  # the public Needle In A Haystack, 1k-8k x 0-100%, then its headline f
 prefill() {  # the prefill of snapkv ask (the default method; SnapKV beside it) against plain transformers, fresh
   # processes taking turns (about 15 min)
   echo "[$(date -u +%H:%M:%S)] benchmarks/prefill_bench.py" >&2
-  flock "$lock" python -m benchmarks.prefill_bench --length 8192 --budget 1024 --rounds 4 --json "$out/prefill.json.partial"
+  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.prefill_bench --length 8192 --budget 1024 --rounds 3 \
+    --variants plain,default,snapkv,full --json "$out/prefill.json.partial"
   mv "$out/prefill.json.partial" "$out/prefill.json"
 }
 
