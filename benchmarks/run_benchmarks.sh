@@ -129,9 +129,9 @@ longcost() {  # cost against prompt length to 32k with gemma3-270m, one fresh pr
 }
 
 longdoc() {  # snapkv ask about a 44-page PDF (about 24k tokens) with gemma3-270m at budget 1024, as a user runs it
-  # (the default method)
+  # (the default method), one thread
   echo "[$(date -u +%H:%M:%S)] benchmarks/long_document_run.py" >&2
-  flock "$lock" python -m benchmarks.long_document_run --pages 44 --out "$out/long_document.json.partial"
+  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.long_document_run --pages 44 --out "$out/long_document.json.partial"
   mv "$out/long_document.json.partial" "$out/long_document.json"
 }
 
