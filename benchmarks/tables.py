@@ -212,9 +212,9 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
          f"8x (budget = prompt length / 8): {', '.join(eightfold) or '-'}"],
         ["1.5-2x decode throughput at 10x compression",
          f"{decode['median']:.2f}x [{decode['q1']:.2f}-{decode['q3']:.2f}] plain transformers at {longest:,} tokens, "
-         f"budget 1024; {decode_256['median']:.2f}x at budget 256 ({_method_name(method)}); of which compression "
-         f"alone, against this project's uncompressed cache: {own['median']:.2f}x [{own['q1']:.2f}-{own['q3']:.2f}] "
-         f"and {own_256['median']:.2f}x"],
+         f"budget 1024; {decode_256['median']:.2f}x at budget 256 ({_method_name(method)}); compression alone, "
+         f"against this project's uncompressed cache: {own['median']:.2f}x [{own['q1']:.2f}-{own['q3']:.2f}] and "
+         f"{own_256['median']:.2f}x"],
         ["no prefill overhead", f"{100 * prefill['median']:+.1f}% [{100 * prefill['q1']:+.1f}, "
                                 f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens, "
                                 f"budget 1024, in the speed bench's one process; {fresh} in fresh processes"],
@@ -275,9 +275,9 @@ def speed_headline(path: str, length: str, budget: str) -> str:
         f"- Decode at {length_:,} prompt tokens, {_method_name(method)} at budget {budget_:,}: {rate:.1f} tok/s "
         f"against {plain_rate:.1f} for plain transformers, {full:.1f} for this project's cache without compression "
         f"and {floor_rate:.1f} for the weights-only floor (medians of {repeats} rounds). Paired within rounds: "
-        f"**{_ratio(snap['decode_vs_transformers'])} plain transformers**, of which compression's own share is "
-        f"**{_ratio(snap['decode_vs_full'])} the uncompressed cache** (the rest is the cache's own speed over "
-        f"transformers' `DynamicCache`), and {_ratio(snap['decode_vs_weights_only'])} the weights-only rate. Plain "
+        f"**{_ratio(snap['decode_vs_transformers'])} plain transformers** (this project's cache and compression "
+        f"together), **{_ratio(snap['decode_vs_full'])} this project's own cache without compression** (compression "
+        f"alone), and {_ratio(snap['decode_vs_weights_only'])} the weights-only rate. Plain "
         f"transformers itself decodes at "
         f"{_ratio(plain['decode_vs_weights_only'])} the weights-only rate at this length, so no cache could be more "
         f"than about {1 / plain['decode_vs_weights_only']['median']:.2f}x faster than it here.",
