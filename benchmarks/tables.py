@@ -977,10 +977,11 @@ def _glance_long_memory() -> tuple:
 def _glance_peers() -> tuple:
     path = "results/peers/peers.json"
     report = _load(path)
-    same = [row for row in _peers_agreement(report) if row[0] == "snapkv-cli avgpool"]
+    same = [row for row in _peers_agreement(report) if row[0] == "snapkv-cli snapkv avgpool"]
     version = report["kvpress_environment"]["kvpress"]
-    return (f"Identical answers to kvpress {version}'s `SnapKVPress` at the same settings (window, kernel, average "
-            f"pooling), NIAH and accuracy prompts", "; ".join(f"{budget}: {answers} / {prompts}"
+    return (f"SnapKV (`--method snapkv --pooling avgpool`, not the default method): identical answers to kvpress "
+            f"{version}'s `SnapKVPress` at the same settings (window, kernel, average pooling), NIAH and accuracy "
+            f"prompts", "; ".join(f"{budget}: {answers} / {prompts}"
                                                               for _, _, budget, answers, _, prompts in same),
             "-", ("peers",), (path,))
 
