@@ -666,16 +666,23 @@ def _peers_agreement(report: dict) -> list[tuple[str, str, int | None, int, int,
     return [(mine, theirs, budget, *_same(rows, (mine, budget), (theirs, budget))) for mine, theirs, budget in pairs]
 
 
-def _agreement_table(rows: list[dict], pairs) -> str:
-    """(mine, theirs) configurations, each (label, budget), compared prompt by prompt."""
+def _agreement_table(rows: list[dict], pairs, sides: bool = False) -> str:
+    """(mine, theirs) configurations, each (label, budget), compared prompt by prompt (``sides``: also how many
+    prompts only one of them answered right)."""
     def name(label: str, budget: int | None) -> str:
         return label + (f" {budget}" if budget else "")
+
+    def right(label: str, budget: int | None) -> set[str]:
+        return {row["prompt"] for row in rows if (row["label"], row["budget"]) == (label, budget) and row["correct"]}
 
     cells = []
     for mine, theirs in pairs:
         answers, verdicts, prompts = _same(rows, mine, theirs)
-        cells.append([name(*mine), name(*theirs), f"{answers}/{prompts}", f"{verdicts}/{prompts}"])
-    return _table((["snapkv-cli", "peer", "identical answers", "same verdict"], cells))
+        cells.append([name(*mine), name(*theirs), f"{answers}/{prompts}", f"{verdicts}/{prompts}"]
+                     + ([str(len(right(*mine) - right(*theirs))), str(len(right(*theirs) - right(*mine)))]
+                        if sides else []))
+    return _table((["snapkv-cli", "peer", "identical answers", "same verdict"]
+                   + (["right only with snapkv-cli", "right only with the peer"] if sides else []), cells))
 
 
 def _versions(report: dict) -> str:
@@ -720,25 +727,21 @@ def peers_default_table(path: str) -> str:
     settings = default["settings"]
     full_right = [row["prompt"] for row in rows if row["label"] == "snapkv-cli full" and row["correct"]]
     kinds = {row["prompt"]: row["kind"] for row in rows}
-    lines = []
-    for budget in budgets:
-        parts = []
-        for label in ("snapkv-cli default", "kvpress-nearest"):
-            held = {kind: _held(rows, label, budget, [p for p in full_right if kinds[p] == kind])
-                    for kind in ("niah", "accuracy")}
-            parts.append(f"{label} {held['niah']} NIAH cells and {held['accuracy']} accuracy samples")
-        lines.append(f"- budget {budget}: " + "; ".join(parts))
-    full_niah = sum(kinds[p] == "niah" for p in full_right)
-    held_text = (f"Of the full cache's right answers ({full_niah} NIAH cells, {len(full_right) - full_niah} accuracy "
-                 f"samples), each kept:\n\n" + "\n".join(lines) + "\n")
+    full_niah = [p for p in full_right if kinds[p] == "niah"]
+    full_accuracy = [p for p in full_right if kinds[p] == "accuracy"]
+    held = _table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
+                    f"of its {len(full_accuracy)} right accuracy samples"],
+                   [[label, str(budget), str(_held(rows, label, budget, full_niah)),
+                     str(_held(rows, label, budget, full_accuracy))]
+                    for budget in budgets for label in ("snapkv-cli default", "kvpress-nearest")]))
     pairs = [(("snapkv-cli default", budget), (theirs, budget if theirs != "snapkv-cli full" else None))
              for budget in budgets for theirs in ("kvpress-nearest", "snapkv-cli full")]
     return (_versions(report) + f" snapkv-cli default: `{default['method']}` ({settings['method']}, window "
             f"{settings['window_size']}, kernel {settings['kernel_size']}, {settings['pooling']}, "
             f"{settings['pooling_window']} pooling window, {settings['head_budgets']} heads); kvpress-nearest: "
             f"{_press_text(nearest)}, {nearest['nearest_to_note']}.\n\n"
-            + peers_bench.markdown_summary(rows) + "\n" + held_text
-            + "\nThe same prompts, answer by answer:\n\n" + _agreement_table(rows, pairs))
+            + peers_bench.markdown_summary(rows) + "\nThe full cache's right answers each kept:\n\n" + held
+            + "\nThe same prompts, answer by answer:\n\n" + _agreement_table(rows, pairs, sides=True))
 
 
 def llamacpp_table(path: str) -> str:
