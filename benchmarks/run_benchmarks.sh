@@ -4,7 +4,8 @@
 #
 #   bash benchmarks/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash benchmarks/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
-#                                                  # batch niah peers longmem longcost longdoc decodeprofile niahlong beyond
+#                                                  # batch niah peers peersdefault longmem longcost longdoc decodeprofile
+#                                                  # niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
 #                                                  # tuneshared wordsample tunewordslarge
 #                                                  # niahbeyond
@@ -80,7 +81,7 @@ speed() {  # 1k-8k tokens, the default method at budgets 256 and 1024, one warm-
 }
 
 chunked() {  # the default method's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
-  OMP_NUM_THREADS=1 run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 2 --warmup 1 \
+  OMP_NUM_THREADS=1 run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
     --prefill-chunk 2048
 }
 
@@ -323,6 +324,16 @@ peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompt
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
-for part in "${@:-headline methods defaults speed chunked prefill multi batch niah peers longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming methodstimingdefault selectioncost}"; do
+peersdefault() {  # the CLI's default method beside kvpress's nearest press and the full cache, same prompts as peers
+  local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
+  [ -x "$venv/bin/python" ] || bash benchmarks/peers/kvpress_venv.sh "$venv"
+  mkdir -p "$out/peers"
+  echo "[$(date -u +%H:%M:%S)] benchmarks/peers/peers_bench.py --rows full,default,kvpress-nearest" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.peers.peers_bench --rows full,default,kvpress-nearest \
+    --accuracy-samples 2 --kvpress-venv "$venv" --json "$out/peers/peers_default.json.partial"
+  mv "$out/peers/peers_default.json.partial" "$out/peers/peers_default.json"
+}
+
+for part in "${@:-headline methods defaults speed chunked prefill multi batch niah peers peersdefault longmem longcost longdoc decodeprofile niahlong beyond beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow tuneshared wordsample tunewordslarge niahbeyond methodstiming methodstimingdefault selectioncost}"; do
   for name in $part; do "$name"; done
 done

@@ -673,38 +673,102 @@ def batch_readme(path: str) -> str:
             f"({wall['loop'] / wall['ray']:.1f}x), {identical} {questions} answers{_unless_default(report)}.\n")
 
 
+def _same(rows: list[dict], mine: tuple[str, int | None], theirs: tuple[str, int | None]) -> tuple[int, int, int]:
+    """Two configurations (label, budget) on the same prompts: (identical answers, same verdicts, prompts)."""
+    by_key = {(row["prompt"], row["label"], row["budget"]): row for row in rows}
+    prompts = list(dict.fromkeys(row["prompt"] for row in rows))
+    pairs = [(by_key[(p, *mine)], by_key[(p, *theirs)]) for p in prompts]
+    return (sum(a["answer"] == b["answer"] for a, b in pairs), sum(a["correct"] == b["correct"] for a, b in pairs),
+            len(prompts))
+
+
 def _peers_agreement(report: dict) -> list[tuple[str, str, int | None, int, int, int]]:
     """snapkv-cli's configurations against their peers on the same prompts: (mine, theirs, budget, identical answers,
     same verdicts, prompts)."""
-    rows = report["rows"]
-    by_key = {(row["prompt"], row["label"], row["budget"]): row for row in rows}
-    prompts = list(dict.fromkeys(row["prompt"] for row in rows))
+    rows = peers_bench.rows_of(report)
     budgets = sorted({row["budget"] for row in rows if row["budget"]})
     pairs = [("snapkv-cli full", "transformers (kvpress venv)", None)]
     pairs += [(ours_label, "kvpress-ours", budget) for budget in budgets
-              for ours_label in ("snapkv-cli avgpool", "snapkv-cli")]
+              for ours_label in ("snapkv-cli snapkv avgpool", "snapkv-cli snapkv")]
+    return [(mine, theirs, budget, *_same(rows, (mine, budget), (theirs, budget))) for mine, theirs, budget in pairs]
 
-    def same(mine: str, theirs: str, budget: int | None, field: str) -> int:
-        return sum(by_key[(p, mine, budget)][field] == by_key[(p, theirs, budget)][field] for p in prompts)
 
-    return [(mine, theirs, budget, same(mine, theirs, budget, "answer"), same(mine, theirs, budget, "correct"),
-             len(prompts)) for mine, theirs, budget in pairs]
+def _agreement_table(rows: list[dict], pairs, sides: bool = False) -> str:
+    """(mine, theirs) configurations, each (label, budget), compared prompt by prompt (``sides``: also how many
+    prompts only one of them answered right)."""
+    def name(label: str, budget: int | None) -> str:
+        return label + (f" {budget}" if budget else "")
+
+    def right(label: str, budget: int | None) -> set[str]:
+        return {row["prompt"] for row in rows if (row["label"], row["budget"]) == (label, budget) and row["correct"]}
+
+    cells = []
+    for mine, theirs in pairs:
+        answers, verdicts, prompts = _same(rows, mine, theirs)
+        cells.append([name(*mine), name(*theirs), f"{answers}/{prompts}", f"{verdicts}/{prompts}"]
+                     + ([str(len(right(*mine) - right(*theirs))), str(len(right(*theirs) - right(*mine)))]
+                        if sides else []))
+    return _table((["snapkv-cli", "peer", "identical answers", "same verdict"]
+                   + (["right only with snapkv-cli", "right only with the peer"] if sides else []), cells))
+
+
+def _versions(report: dict) -> str:
+    versions, ours = report["kvpress_environment"], report["snapkv_cli"]
+    return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
+            f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
+            f"own environment.")
 
 
 def peers_table(path: str) -> str:
     """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
     report = _load(path)
-    versions = report["kvpress_environment"]
-    ours = report["snapkv_cli"]
-    agreement = []
-    for mine, theirs, budget, answers, verdicts, prompts in _peers_agreement(report):
-        suffix = f" {budget}" if budget else ""
-        agreement.append([mine + suffix, theirs + suffix, f"{answers}/{prompts}", f"{verdicts}/{prompts}"])
-    return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
-            f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
-            f"own environment.\n\n" + peers_bench.markdown_summary(report["rows"])
+    return (_versions(report) + "\n\n" + peers_bench.markdown_summary(peers_bench.rows_of(report))
             + "\nThe same prompts, answer by answer:\n\n"
-            + _table((["snapkv-cli", "peer", "identical answers", "same verdict"], agreement)))
+            + _agreement_table(peers_bench.rows_of(report), [((mine, budget), (theirs, budget))
+                                                             for mine, theirs, budget, *_ in _peers_agreement(report)]))
+
+
+def _press_text(press: dict) -> str:
+    """A kvpress press as it was built: class(parameters), a wrapped press inside."""
+    inner = press.get("press")
+    parameters = [f"{name}={value}" for name, value in press.items()
+                  if name in ("window_size", "kernel_size", "first_stage_ratio", "epsilon", "alpha_safeguard")]
+    return f"`{press['class']}({', '.join(parameters)})`" + (f" around {_press_text(inner)}" if inner else "")
+
+
+def _held(rows: list[dict], label: str, budget: int, prompts: list[str]) -> int:
+    """How many of ``prompts`` (those the full cache answered) ``label`` at ``budget`` answered too."""
+    correct = {row["prompt"] for row in rows if (row["label"], row["budget"]) == (label, budget) and row["correct"]}
+    return len(correct & set(prompts))
+
+
+def peers_default_table(path: str) -> str:
+    """The CLI's default method beside kvpress's nearest press and the full cache, on the same prompts: the summary,
+    what the nearest press is, how many of the full cache's right answers each kept, and answer-by-answer
+    agreement, recomputed from every answer."""
+    report = _load(path)
+    rows = peers_bench.rows_of(report)
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
+    nearest = next(row["press"] for row in rows if row["label"] == "kvpress-nearest")
+    default = next(row for row in rows if row["label"] == "snapkv-cli default")
+    settings = default["settings"]
+    full_right = [row["prompt"] for row in rows if row["label"] == "snapkv-cli full" and row["correct"]]
+    kinds = {row["prompt"]: row["kind"] for row in rows}
+    full_niah = [p for p in full_right if kinds[p] == "niah"]
+    full_accuracy = [p for p in full_right if kinds[p] == "accuracy"]
+    held = _table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
+                    f"of its {len(full_accuracy)} right accuracy samples"],
+                   [[label, str(budget), str(_held(rows, label, budget, full_niah)),
+                     str(_held(rows, label, budget, full_accuracy))]
+                    for budget in budgets for label in ("snapkv-cli default", "kvpress-nearest")]))
+    pairs = [(("snapkv-cli default", budget), (theirs, budget if theirs != "snapkv-cli full" else None))
+             for budget in budgets for theirs in ("kvpress-nearest", "snapkv-cli full")]
+    return (_versions(report) + f" snapkv-cli default: `{default['method']}` ({settings['method']}, window "
+            f"{settings['window_size']}, kernel {settings['kernel_size']}, {settings['pooling']}, "
+            f"{settings['pooling_window']} pooling window, {settings['head_budgets']} heads); kvpress-nearest: "
+            f"{_press_text(nearest)}, {nearest['nearest_to_note']}.\n\n"
+            + peers_bench.markdown_summary(rows) + "\nThe full cache's right answers each kept:\n\n" + held
+            + "\nThe same prompts, answer by answer:\n\n" + _agreement_table(rows, pairs, sides=True))
 
 
 def llamacpp_table(path: str) -> str:
@@ -981,10 +1045,11 @@ def _glance_long_memory() -> tuple:
 def _glance_peers() -> tuple:
     path = "results/peers/peers.json"
     report = _load(path)
-    same = [row for row in _peers_agreement(report) if row[0] == "snapkv-cli avgpool"]
+    same = [row for row in _peers_agreement(report) if row[0] == "snapkv-cli snapkv avgpool"]
     version = report["kvpress_environment"]["kvpress"]
-    return (f"Identical answers to kvpress {version}'s `SnapKVPress` at the same settings (window, kernel, average "
-            f"pooling), NIAH and accuracy prompts", "; ".join(f"{budget}: {answers} / {prompts}"
+    return (f"SnapKV (`--method snapkv --pooling avgpool`, not the default method): identical answers to kvpress "
+            f"{version}'s `SnapKVPress` at the same settings (window, kernel, average pooling), NIAH and accuracy "
+            f"prompts", "; ".join(f"{budget}: {answers} / {prompts}"
                                                               for _, _, budget, answers, _, prompts in same),
             "-", ("peers",), (path,))
 
@@ -1067,6 +1132,7 @@ GENERATORS = {
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,
+    "peers-default-table": peers_default_table,
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,

@@ -1,4 +1,5 @@
-"""The kvpress baseline is what its label says: kvpress alone, its SnapKVPress, at the budget it is compared at."""
+"""The peers' rows are what their labels say: kvpress alone, its SnapKVPress (or the press nearest to the CLI's
+default) at the budget it is compared at, and snapkv-cli's SnapKV or default method."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ROOT / "benchmarks" / "peers" / "kvpress_runner.py"
-
-
+KVPRESS_VENV = ROOT / ".venv-kvpress"
 
 
 def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
@@ -53,3 +53,91 @@ def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(t
     listed = ", ".join([*keys.answers, *keys.distractors])
     assert not bench.score(prompts[2], listed)["correct"]  # every code listed, distractors included: wrong
     assert keys.distractors and bench.score(prompts[2], ", ".join(keys.answers))["correct"]
+
+
+def test_the_snapkv_rows_run_snapkv_and_the_default_row_the_clis_default_method():
+    from benchmarks.peers import kvpress_runner as runner
+    from benchmarks.peers import peers_bench as bench
+    from snapkv_cli import defaults
+
+    for key in ("snapkv", "snapkv-avgpool"):
+        method, settings = bench.our_settings(key, 256)
+        assert method == settings.method == "snapkv"  # whatever the CLI's default is
+        # kvpress-ours' window and kernel; the committed run's pooling window and GQA aggregation
+        assert (settings.window_size, settings.kernel_size) == (runner.OUR_WINDOW, runner.OUR_KERNEL)
+        assert (settings.pooling_window, settings.gqa_aggregation, settings.max_capacity_prompt) == ("centered", "mean",
+                                                                                                     256)
+    assert bench.our_settings("snapkv", 256)[1].pooling == "maxpool"
+    assert bench.our_settings("snapkv-avgpool", 256)[1].pooling == "avgpool"  # kvpress's only pooling
+    _, default = bench.our_settings("default", 1024)
+    assert default.method == defaults.METHOD
+    for name, value in {**defaults.METHOD_SETTINGS, **defaults.CLI_DEFAULTS, "max_capacity_prompt": 1024}.items():
+        assert getattr(default, name) == value, name
+    assert runner.NEAREST_TO == defaults.METHOD  # kvpress-nearest stands in for the method the default row runs
+
+
+def test_rows_are_chosen_by_key_and_older_reports_say_their_rows_ran_snapkv():
+    from benchmarks.peers import peers_bench as bench
+
+    assert bench.parse_rows("kvpress-nearest,default,full") == ("full", "default", "kvpress-nearest")
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown rows snapkv-cli"):
+        bench.parse_rows("full,snapkv-cli")
+    rows = [{"label": "snapkv-cli", "budget": 256}, {"label": "snapkv-cli avgpool", "budget": 256},
+            {"label": "snapkv-cli full", "budget": None}, {"label": "kvpress-ours", "budget": 256}]
+    # schema 2 ran SnapKV under the tool's name (the default then); schema 3 names every row for what it runs
+    assert [row["label"] for row in bench.rows_of({"schema_version": 2, "rows": rows})] == [
+        "snapkv-cli snapkv", "snapkv-cli snapkv avgpool", "snapkv-cli full", "kvpress-ours"]
+    assert bench.rows_of({"schema_version": 3, "rows": rows}) == rows
+
+
+class _Recorded:
+    """A stand-in press class that records how it was built."""
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+
+def test_the_runner_builds_the_press_each_label_names():
+    from types import SimpleNamespace
+
+    from benchmarks.peers import kvpress_runner as runner
+
+    kvpress = SimpleNamespace(SnapKVPress=type("SnapKVPress", (_Recorded,), {}),
+                              CriticalKVPress=type("CriticalKVPress", (_Recorded,), {}))
+    press, whole = runner.build_press("kvpress-default", kvpress)
+    assert (type(press).__name__, press.args, press.kwargs, whole) == ("SnapKVPress", (), {}, False)
+    press, whole = runner.build_press("kvpress-ours", kvpress)
+    assert (type(press).__name__, press.kwargs, whole) == ("SnapKVPress", {"window_size": 32, "kernel_size": 15}, True)
+    press, whole = runner.build_press("kvpress-nearest", kvpress)
+    assert type(press).__name__ == "CriticalKVPress" and whole  # the question in the window, as snapkv-cli
+    (inner,) = press.args
+    assert (type(inner).__name__, inner.kwargs) == ("SnapKVPress", {"window_size": 32, "kernel_size": 15})
+    with pytest.raises(ValueError, match="no press row"):
+        runner.build_press("transformers", kvpress)
+
+
+@pytest.mark.skipif(not (KVPRESS_VENV / "bin" / "python").exists(),
+                    reason="kvpress's environment is not built here (bash benchmarks/peers/kvpress_venv.sh)")
+def test_kvpress_runs_the_nearest_press_at_the_budget_and_records_it(tiny_model_path):
+    """With kvpress itself: the runner's nearest press is CriticalKVPress around SnapKVPress at snapkv-cli's window
+    and kernel, keeps exactly the budget in every layer and head, and the row records it."""
+    import json
+
+    from benchmarks.peers import peers_bench as bench
+
+    kvpress = bench.start_kvpress(argparse.Namespace(kvpress_venv=str(KVPRESS_VENV)), tiny_model_path)
+    ids = [(7 * i) % 200 + 3 for i in range(160)]
+    request = {"id": "p", "input_ids": ids, "prefix_length": 150, "budgets": [64], "max_new_tokens": 2,
+               "stop_ids": [], "labels": ["kvpress-nearest"]}
+    reply, _ = kvpress.communicate(json.dumps(request) + "\n", timeout=300)
+    assert kvpress.returncode == 0
+    answer = json.loads(reply)
+    assert not answer["snapkv_cli_loaded"]
+    (row,) = answer["rows"]
+    assert (row["label"], row["budget"], row["kept_min"], row["kept_max"]) == ("kvpress-nearest", 64, 64, 64)
+    press = row["press"]
+    assert (press["class"], press["module"]) == ("CriticalKVPress", "kvpress.presses.criticalkv_press")
+    assert press["compressed_tokens"] == len(ids) and press["nearest_to"] == "defensivekv"
+    inner = press["press"]
+    assert (inner["class"], inner["window_size"], inner["kernel_size"]) == ("SnapKVPress", 32, 15)
+    assert inner["compression_ratio"] == press["compression_ratio"] > 0  # the budget reaches the scoring press

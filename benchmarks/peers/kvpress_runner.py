@@ -1,4 +1,4 @@
-"""Run NVIDIA kvpress's SnapKVPress on given prompts (token ids), in kvpress's own virtual environment.
+"""Run NVIDIA kvpress's presses on given prompts (token ids), in kvpress's own virtual environment.
 
 Started by ``benchmarks/peers/peers_bench.py`` as
 ``.venv-kvpress/bin/python benchmarks/peers/kvpress_runner.py MODEL_DIR`` (by path: not as a module of this checkout).
@@ -7,7 +7,8 @@ the answers. Nothing of snapkv-cli may be importable here: the runner refuses to
 records whether it was loaded, with kvpress's and transformers' versions and the press's class and parameters.
 
 A request: ``{"input_ids": [...], "prefix_length": P, "budgets": [256, 1024], "max_new_tokens": 48,
-"stop_ids": [...]}``. For each budget (tokens kept per layer and KV head, window included, as snapkv-cli counts):
+"stop_ids": [...], "labels": [...]}``; ``labels`` (any of :data:`LABELS`, all when absent) are the rows to run. For
+each budget (tokens kept per layer and KV head, window included, as snapkv-cli counts):
 
 - ``kvpress-default``: ``SnapKVPress()`` with its defaults (window 64, kernel 5, average pooling) used as kvpress's
   pipeline uses a press: the context (the first P tokens, everything before the question's line) is prefilled
@@ -17,6 +18,9 @@ A request: ``{"input_ids": [...], "prefix_length": P, "budgets": [256, 1024], "m
 - ``kvpress-ours``: ``SnapKVPress(window_size=32, kernel_size=15)``, snapkv-cli's window and kernel (kvpress only
   pools by average; snapkv-cli's default is max), over the whole prompt in one forward, so the question is in the
   observation window as in snapkv-cli.
+- ``kvpress-nearest``: ``CriticalKVPress(SnapKVPress(window_size=32, kernel_size=15))`` over the whole prompt, as
+  ``kvpress-ours``: kvpress's press nearest to snapkv-cli's default method (:data:`NEAREST_TO`), which kvpress does
+  not have; :data:`NEAREST_NOTE` says how they differ.
 - ``transformers``: no press (plain transformers from this environment), once per prompt.
 
 A budget becomes kvpress's ``compression_ratio`` per prompt: kvpress keeps ``int(n * (1 - ratio))`` of ``n``
@@ -33,6 +37,37 @@ import time
 
 PACKAGE = "snapkv_cli"
 OUR_WINDOW, OUR_KERNEL = 32, 15
+LABELS = ("transformers", "kvpress-default", "kvpress-ours", "kvpress-nearest")
+NEAREST_TO = "defensivekv"  # the snapkv-cli method kvpress-nearest stands in for (peers_bench checks the default)
+NEAREST_NOTE = ("kvpress's nearest press to the default, not the same method: CriticalKV's two stages on SnapKV's "
+                "window votes with every KV head's budget equal, as the default; but SnapKV's votes are averaged "
+                "over the window's queries and average-pooled on each position, where DefensiveKV keeps each "
+                "position's largest vote raised to the mean, max-pooled over the position and those before it")
+
+
+def build_press(label: str, kvpress):
+    """(press, whole prompt) of a press row ``label``; ``kvpress``: the module whose press classes to use."""
+    if label == "kvpress-default":  # kvpress's defaults, used as its pipeline does
+        return kvpress.SnapKVPress(), False
+    if label == "kvpress-ours":
+        return kvpress.SnapKVPress(window_size=OUR_WINDOW, kernel_size=OUR_KERNEL), True
+    if label == "kvpress-nearest":
+        return kvpress.CriticalKVPress(kvpress.SnapKVPress(window_size=OUR_WINDOW, kernel_size=OUR_KERNEL)), True
+    raise ValueError(f"no press row {label!r}: choose {', '.join(LABELS[1:])}")
+
+
+def describe(press, label: str | None = None) -> dict:
+    """A press's class and parameters (a wrapped press's inside, key ``press``), as the JSON records them."""
+    description = {"class": type(press).__name__, "module": type(press).__module__,
+                   "compression_ratio": press.compression_ratio}
+    for name in ("window_size", "kernel_size", "epsilon", "first_stage_ratio"):
+        if hasattr(press, name):
+            description[name] = getattr(press, name)
+    if getattr(press, "press", None) is not None:
+        description["press"] = describe(press.press)
+    if label == "kvpress-nearest":
+        description |= {"nearest_to": NEAREST_TO, "nearest_to_note": NEAREST_NOTE}
+    return description
 
 
 def compression_ratio(tokens: int, kept: int) -> float:
@@ -57,9 +92,9 @@ def main(argv: list[str]) -> int:
     refuse_if_snapkv_importable()
     from importlib.metadata import version
 
+    import kvpress
     import torch
     import transformers
-    from kvpress import SnapKVPress
     from transformers import AutoModelForCausalLM, DynamicCache
 
     transformers.utils.logging.set_verbosity_error()
@@ -107,18 +142,22 @@ def main(argv: list[str]) -> int:
         ids, prefix_length = request["input_ids"], request["prefix_length"]
         question_tokens = len(ids) - prefix_length
         max_new_tokens, stop_ids = request["max_new_tokens"], set(request["stop_ids"])
-        rows = [{"label": "transformers", "budget": None, "press": None,
-                 **run(ids, prefix_length, None, True, max_new_tokens, stop_ids)}]
+        labels = request.get("labels") or LABELS
+        if set(labels) - set(LABELS):
+            sys.exit(f"kvpress_runner: no row {sorted(set(labels) - set(LABELS))}: choose from {', '.join(LABELS)}")
+        rows = []
+        if "transformers" in labels:
+            rows.append({"label": "transformers", "budget": None, "press": None,
+                         **run(ids, prefix_length, None, True, max_new_tokens, stop_ids)})
         for budget in request["budgets"]:
-            modes = (("kvpress-default", SnapKVPress(), prefix_length, budget - question_tokens, False),
-                     ("kvpress-ours", SnapKVPress(window_size=OUR_WINDOW, kernel_size=OUR_KERNEL), len(ids), budget,
-                      True))
-            for label, press, compressed_tokens, kept, whole_prompt in modes:
+            for label in (label for label in LABELS[1:] if label in labels):
+                press, whole_prompt = build_press(label, kvpress)
+                # the pipeline's usage compresses the context alone, keeping room for the question's tokens
+                compressed_tokens, kept = (len(ids), budget) if whole_prompt else (prefix_length,
+                                                                                  budget - question_tokens)
                 press.compression_ratio = compression_ratio(compressed_tokens, kept)
                 assert kept_by_kvpress(compressed_tokens, press.compression_ratio) == min(kept, compressed_tokens)
-                description = {"class": type(press).__name__, "module": type(press).__module__,
-                               "compression_ratio": press.compression_ratio, "window_size": press.window_size,
-                               "kernel_size": press.kernel_size, "compressed_tokens": compressed_tokens}
+                description = describe(press, label) | {"compressed_tokens": compressed_tokens}
                 rows.append({"label": label, "budget": budget, "press": description,
                              **run(ids, prefix_length, press, whole_prompt, max_new_tokens, stop_ids)})
         answer = {"id": request.get("id"), "versions": versions, "rows": rows,

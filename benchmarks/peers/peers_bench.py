@@ -11,11 +11,21 @@ compare with kvpress's), then hands the same token ids to ``benchmarks/peers/kvp
 own virtual environment (``benchmarks/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
 decoded with the same tokenizer and scored by the bench's own scorers (the NIAH exact/partial score; the task's
 exact-set rule, which rejects distractors).
+
+Each row says what it runs (:data:`OURS`, and the runner's labels): ``snapkv-cli snapkv`` is SnapKV at the CLI's
+window, kernel and pooling (the one to compare with ``kvpress-ours``, kvpress's SnapKVPress at the same settings),
+``snapkv-cli default`` the CLI's default method with the settings it comes with
+(:func:`snapkv_cli.bench.grid.default_label`), and ``kvpress-nearest`` kvpress's press nearest to that default (it
+has none of the same method). ``--rows`` runs some of them:
+
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.peers.peers_bench --rows full,default,kvpress-nearest \
+        --json docs/results/peers/peers_default.json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -27,10 +37,53 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
-OURS = (  # label, settings overrides (the CLI's defaults otherwise)
-    ("snapkv-cli", {}),
-    ("snapkv-cli avgpool", {"pooling": "avgpool"}),  # kvpress-ours' settings: window 32, kernel 15, average pooling
+DEFAULT = None  # in OURS: the CLI's default method (snapkv_cli.bench.grid.default_label()), whatever it is
+OURS = (  # --rows key, label, grid method label, overrides of the grid's shared settings (the CLI's otherwise)
+    ("snapkv", "snapkv-cli snapkv", "snapkv", {}),
+    # kvpress-ours' settings: window 32, kernel 15, average pooling
+    ("snapkv-avgpool", "snapkv-cli snapkv avgpool", "snapkv", {"pooling": "avgpool"}),
+    ("default", "snapkv-cli default", DEFAULT, {}),
 )
+FULL = ("full", "snapkv-cli full")
+# --rows key -> label of the kvpress runner's rows (its own labels, kvpress_runner.PRESSES, and plain transformers)
+PEERS = {"transformers": "transformers (kvpress venv)", "kvpress-default": "kvpress-default",
+         "kvpress-ours": "kvpress-ours", "kvpress-nearest": "kvpress-nearest"}
+ROWS = (FULL[0], *(key for key, *_ in OURS), *PEERS)
+# The rows of the committed SnapKV run (peers.json): the two implementations of SnapKV side by side.
+SNAPKV_ROWS = ("full", "snapkv", "snapkv-avgpool", "transformers", "kvpress-default", "kvpress-ours")
+# Reports of schema 2 named the SnapKV rows after the tool alone ("snapkv-cli", "snapkv-cli avgpool"): they ran
+# method "snapkv" at the CLI's window, kernel and pooling (the driver set it), when SnapKV was the CLI's default.
+SCHEMA2_LABELS = {"snapkv-cli": "snapkv-cli snapkv", "snapkv-cli avgpool": "snapkv-cli snapkv avgpool"}
+
+
+def row_label(report: dict, label: str) -> str:
+    """A row's label as this version names it (older reports' SnapKV rows renamed to say they ran SnapKV)."""
+    return SCHEMA2_LABELS.get(label, label) if report.get("schema_version", 2) <= 2 else label
+
+
+def rows_of(report: dict) -> list[dict]:
+    """The report's rows, labelled as :func:`row_label` names them."""
+    return [{**row, "label": row_label(report, row["label"])} for row in report["rows"]]
+
+
+def parse_rows(text: str) -> tuple[str, ...]:
+    """``--rows``: keys of :data:`ROWS`, comma-separated, in :data:`ROWS`' order."""
+    chosen = {part.strip() for part in text.split(",") if part.strip()}
+    unknown = chosen - set(ROWS)
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"unknown rows {', '.join(sorted(unknown)) or '(none)'}: choose from "
+                                         f"{', '.join(ROWS)}")
+    return tuple(key for key in ROWS if key in chosen)
+
+
+def our_settings(key: str, budget: int):
+    """(grid method label, CompressionSettings) of one of :data:`OURS` at ``budget``: the bench grid's settings
+    (the CLI's window, kernel, pooling and GQA aggregation) for its method label, with the row's overrides."""
+    from snapkv_cli.bench.grid import MethodGrid, default_label
+
+    _, _, method, overrides = next(entry for entry in OURS if entry[0] == key)
+    method = default_label() if method is DEFAULT else method
+    return method, MethodGrid(**overrides).settings(method, budget)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -87,7 +140,7 @@ def score(prompt: dict, answer: str) -> dict:
 
 
 def start_kvpress(args, model_dir: str) -> subprocess.Popen:
-    python = Path(args.kvpress_venv) / "bin" / "python"
+    python = Path(args.kvpress_venv).absolute() / "bin" / "python"  # not resolved: the venv's link is the venv
     if not python.exists():
         sys.exit(f"no kvpress environment at {args.kvpress_venv}: run bash benchmarks/peers/kvpress_venv.sh first")
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -97,6 +150,9 @@ def start_kvpress(args, model_dir: str) -> subprocess.Popen:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=parse_rows, default=SNAPKV_ROWS,
+                        help=f"which rows to run, comma-separated, of {', '.join(ROWS)} "
+                             f"[{','.join(SNAPKV_ROWS)}: SnapKV's, both implementations]")
     parser.add_argument("--budgets", default="256,1024")
     parser.add_argument("--niah-lengths", default="2048,4096")
     parser.add_argument("--niah-depths", default="0,25,50,75,100")
@@ -118,48 +174,60 @@ def main() -> int:
     return_freed_memory_to_os()  # as the snapkv command does
     import torch
 
+    from benchmarks.peers.kvpress_runner import NEAREST_TO
+    from snapkv_cli.bench.grid import default_label, parse_label
     from snapkv_cli.bench.provenance import provenance, run_start
-    from snapkv_cli.defaults import CLI_DEFAULTS
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions, generate_answer, stop_token_ids
     from snapkv_cli.models.loader import load_model
     from snapkv_cli.pipeline import context_length
 
+    if "kvpress-nearest" in args.rows and parse_label(default_label())[0] != NEAREST_TO:
+        sys.exit(f"kvpress-nearest is kvpress's press nearest to {NEAREST_TO}, but the CLI's default is now "
+                 f"{default_label()}: choose the press nearest to it in benchmarks/peers/kvpress_runner.py")
     start = run_start()
     loaded = load_model(args.model, device="cpu", dtype="auto")
     model, tokenizer = loaded.model, loaded.tokenizer
     budgets = _ints(args.budgets)
     stops = sorted(stop_token_ids(model, tokenizer))
     prompts = build_prompts(tokenizer, args, context_length(loaded))
-    kvpress = start_kvpress(args, loaded.source)
+    peers = [key for key in args.rows if key in PEERS]
+    kvpress = start_kvpress(args, loaded.source) if peers else None
     rows, versions = [], None
 
-    def record(prompt, label, budget, generated_ids, seconds, kept, press=None):
+    def record(prompt, label, budget, generated_ids, seconds, kept, press=None, method=None, settings=None):
         answer = tokenizer.decode(generated_ids, skip_special_tokens=True).strip()
         rows.append({"prompt": prompt["id"], "kind": prompt["kind"], "task": prompt.get("task", "niah"),
                      "length": prompt["length"], "depth": prompt.get("depth"),
                      "prompt_tokens": len(prompt["input_ids"]), "label": label, "budget": budget, "answer": answer,
-                     **score(prompt, answer), "seconds": seconds, "kept_tokens": kept, "press": press})
+                     **score(prompt, answer), "seconds": seconds, "kept_tokens": kept, "press": press,
+                     "method": method, "settings": settings})
 
     for index, prompt in enumerate(prompts):
         ids = prompt["input_ids"]
-        configurations = [("snapkv-cli", None, CompressionSettings(method="full", window_size=32,
-                                                                    max_capacity_prompt=33))]
+        configurations = []  # label, grid method label, budget, settings
+        if FULL[0] in args.rows:
+            configurations.append((FULL[1], "full", None, CompressionSettings(method="full", window_size=32,
+                                                                               max_capacity_prompt=33)))
         for budget in budgets:
-            for label, overrides in OURS:
-                settings = {"method": "snapkv", "window_size": CLI_DEFAULTS["window_size"],
-                            "kernel_size": CLI_DEFAULTS["kernel_size"], "pooling": CLI_DEFAULTS["pooling"],
-                            "gqa_aggregation": "mean", "max_capacity_prompt": budget, **overrides}
-                configurations.append((label, budget, CompressionSettings(**settings)))
-        for label, budget, settings in configurations:
+            for key, label, *_ in OURS:
+                if key in args.rows:
+                    method, settings = our_settings(key, budget)
+                    configurations.append((label, method, budget, settings))
+        for label, method, budget, settings in configurations:
             started = time.perf_counter()
             result = generate_answer(model, tokenizer, ids, settings,
                                      GenerationOptions(max_new_tokens=prompt["max_new_tokens"]))
             seconds = round(time.perf_counter() - started, 3)
             kept = result.cache.summary()["tokens_after"] if budget else len(ids)
-            record(prompt, label if budget else "snapkv-cli full", budget, result.generated_ids, seconds, kept)
+            record(prompt, label, budget, result.generated_ids, seconds, kept, method=method,
+                   settings=dataclasses.asdict(settings) if budget else None)
+        if kvpress is None:
+            _progress(index, prompts, prompt, rows)
+            continue
         request = {"id": prompt["id"], "input_ids": ids, "prefix_length": prompt["prefix_length"],
-                   "budgets": [b for b in budgets], "max_new_tokens": prompt["max_new_tokens"], "stop_ids": stops}
+                   "budgets": [b for b in budgets], "max_new_tokens": prompt["max_new_tokens"], "stop_ids": stops,
+                   "labels": peers}
         kvpress.stdin.write(json.dumps(request) + "\n")
         kvpress.stdin.flush()
         reply = kvpress.stdout.readline()
@@ -171,20 +239,19 @@ def main() -> int:
         versions = reply["versions"]
         for row in reply["rows"]:
             kept = row["kept_max"] if row["kept_min"] == row["kept_max"] else [row["kept_min"], row["kept_max"]]
-            label = "transformers (kvpress venv)" if row["label"] == "transformers" else row["label"]
-            record(prompt, label, row["budget"], row["generated_ids"], row["seconds"], kept, row["press"])
-        print(f"[{index + 1}/{len(prompts)}] {prompt['id']}: " + ", ".join(
-            f"{r['label']} {r['budget'] or ''} {'ok' if r['correct'] else '-'}" for r in rows
-            if r["prompt"] == prompt["id"]), file=sys.stderr, flush=True)
-    kvpress.stdin.close()
-    kvpress.wait()
+            record(prompt, PEERS[row["label"]], row["budget"], row["generated_ids"], row["seconds"], kept,
+                   row["press"])
+        _progress(index, prompts, prompt, rows)
+    if kvpress is not None:
+        kvpress.stdin.close()
+        kvpress.wait()
 
     arguments = vars(args) | {"json_path": str(args.json_path),
                               "markdown": str(args.markdown) if args.markdown else None}
-    report = {"schema_version": 2, "kind": "peers", "command": " ".join(sys.argv), "args": arguments,
+    report = {"schema_version": 3, "kind": "peers", "command": " ".join(sys.argv), "args": arguments,
               "provenance": provenance(loaded, start),
               "snapkv_cli": {"torch": torch.__version__, "transformers": _version("transformers")},
-              "kvpress_environment": versions, "rows": rows}
+              "kvpress_environment": versions, "default_label": default_label(), "rows": rows}
     args.json_path.parent.mkdir(parents=True, exist_ok=True)
     args.json_path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     table = markdown_summary(rows)
@@ -192,6 +259,12 @@ def main() -> int:
         args.markdown.write_text(table, encoding="utf-8")
     print(table)
     return 0
+
+
+def _progress(index: int, prompts: list[dict], prompt: dict, rows: list[dict]) -> None:
+    print(f"[{index + 1}/{len(prompts)}] {prompt['id']}: " + ", ".join(
+        f"{r['label']} {r['budget'] or ''} {'ok' if r['correct'] else '-'}" for r in rows
+        if r["prompt"] == prompt["id"]), file=sys.stderr, flush=True)
 
 
 def _version(name: str) -> str:
