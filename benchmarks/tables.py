@@ -217,7 +217,8 @@ def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) ->
          f"{own_256['median']:.2f}x"],
         ["no prefill overhead", f"{100 * prefill['median']:+.1f}% [{100 * prefill['q1']:+.1f}, "
                                 f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens, "
-                                f"budget 1024, in the speed bench's one process; {fresh} in fresh processes"],
+                                f"budget 1024, in the speed bench's one process ({_method_name(method)}); SnapKV in "
+                                f"fresh processes: {fresh}"],
     ]
     return _table((["claim (seed)", "measured here (SmolLM2-135M, CPU; median [IQR] or value [95% CI])"], rows))
 
