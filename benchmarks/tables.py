@@ -536,12 +536,16 @@ def niah_answers(*paths: str) -> str:
     return _table((header, rows))
 
 
+def _report_label(report: dict) -> str:
+    """A benchmark's method as its JSON records it (a bench label; none recorded: SnapKV, which those runs used)."""
+    return report.get("method") or "snapkv"
+
+
 def _method_ran(report: dict) -> str:
-    """A benchmark's method as its JSON records it (a bench label; none recorded: SnapKV, which those runs used), said
-    as the CLI's default method where it still is."""
+    """A benchmark's method (:func:`_report_label`), said as the CLI's default method where it still is."""
     from snapkv_cli.bench.grid import default_label
 
-    label = report.get("method") or "snapkv"
+    label = _report_label(report)
     return (f"the CLI's default method, `{label}`" if label == default_label() else
             "SnapKV (`--method snapkv`)" if label == "snapkv" else f"`{label}`")
 
@@ -550,7 +554,7 @@ def _unless_default(report: dict) -> str:
     """A clause naming a benchmark's method where it is not the CLI's default ("" where it is)."""
     from snapkv_cli.bench.grid import default_label
 
-    label = report.get("method") or "snapkv"
+    label = _report_label(report)
     return "" if label == default_label() else \
         f"; measured with {'SnapKV' if label == 'snapkv' else f'`{label}`'}, not the current default method"
 
