@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "mutation"
 TESTING_MD = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
+GROUPS_BEGIN, GROUPS_END = "<!-- mutation-groups:begin -->", "<!-- mutation-groups:end -->"
 
 # module -> (files mutated, fast test files that exercise them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
@@ -264,13 +265,28 @@ def table(results: Path = RESULTS) -> str:
     return "\n".join(rows)
 
 
+def groups_table() -> str:
+    """docs/testing.md's table of what each module group mutates and which test files it runs, from ``MODULES``."""
+    rows = ["| module | mutated files | test files |", "| --- | --- | --- |"]
+    for name, (mutated, tests) in MODULES.items():
+        files = ", ".join(f"`{pattern}`" for pattern in mutated)
+        tested = ", ".join(f"`{test.removeprefix('tests/')}`" for test in tests)
+        rows.append(f"| `{name}` | {files} | {tested} |")
+    return "\n".join(rows)
+
+
+def _between(text: str, begin: str, end: str, rows: str) -> str:
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    return head + begin + "\n" + rows + "\n" + end + tail
+
+
 def report() -> None:
-    """Rewrite the generated table between the markers of ``docs/testing.md``."""
+    """Rewrite the generated tables between the markers of ``docs/testing.md``."""
     text = TESTING_MD.read_text(encoding="utf-8")
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
     rows = table()
-    TESTING_MD.write_text(head + BEGIN + "\n" + rows + "\n" + END + tail, encoding="utf-8")
+    text = _between(_between(text, BEGIN, END, rows), GROUPS_BEGIN, GROUPS_END, groups_table())
+    TESTING_MD.write_text(text, encoding="utf-8")
     print(rows)
 
 
