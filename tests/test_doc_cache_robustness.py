@@ -10,6 +10,7 @@ same and different keys never raise and never load a prefix that differs from a 
 
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing
 import os
@@ -535,3 +536,123 @@ def test_two_writers_and_a_reader_race_without_errors_or_wrong_prefixes(tmp_path
     assert all(counts["stored"] > 0 for counts in writers), writers
     assert no_temporaries(directory)  # every writer renamed or removed its own temporary file
     assert disk.DocCache(directory, max_bytes=cap).total_bytes() <= cap
+
+
+# --------------------------------------------------------------------------- the safetensors reader, by hand-built files
+
+
+def hand_built(path: Path, header, data: bytes = b"", *, length: int | None = None) -> Path:
+    """A file of an 8-byte little-endian header length (``length``, else the header's own), the header (a JSON value,
+    or raw bytes) and ``data``."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes((len(raw) if length is None else length).to_bytes(8, "little") + raw + data)
+    return path
+
+
+def read_error(path: Path) -> str:
+    """The message of the :class:`BadTensorFile` that reading ``path`` raises (any other error fails the test)."""
+    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile) as info:
+        tensor_file.read_tensors(file)
+    return str(info.value)
+
+
+def test_the_smallest_safetensors_file_is_an_empty_header(tmp_path):
+    """``{}`` as the whole file (a 2-byte header ending exactly at the end of the file) holds no tensors and no
+    metadata; one byte less of header or of file is refused."""
+    empty = hand_built(tmp_path / "empty.safetensors", b"{}")
+    with open(empty, "rb") as file:
+        assert tensor_file.read_tensors(file) == ({}, {})
+    assert read_error(hand_built(tmp_path / "one.safetensors", b"{")) == "header length 1 does not fit a file of 9 bytes"
+    assert read_error(hand_built(tmp_path / "long.safetensors", b"{}", length=3)) == \
+        "header length 3 does not fit a file of 10 bytes"
+    assert read_error(hand_built(tmp_path / "past.safetensors", b"{}", length=12)) == \
+        "header length 12 does not fit a file of 10 bytes"
+    (tmp_path / "seven.safetensors").write_bytes(bytes(7))
+    assert read_error(tmp_path / "seven.safetensors") == "7 bytes: too short for a safetensors header"
+
+
+def test_a_header_that_is_not_a_json_object_says_what_it_is(tmp_path):
+    assert read_error(hand_built(tmp_path / "a.safetensors", b"{nope")) == "the header is not JSON (JSONDecodeError)"
+    assert read_error(hand_built(tmp_path / "b.safetensors", b"\xff\xfe")) == \
+        "the header is not JSON (UnicodeDecodeError)"
+    assert read_error(hand_built(tmp_path / "c.safetensors", [1, 2])) == "the header is a JSON list, not an object"
+    for metadata in (["a", "b"], {"a": 1}, {"a": ["b"]}, "text"):
+        path = hand_built(tmp_path / "d.safetensors", {"__metadata__": metadata})
+        assert read_error(path) == "__metadata__ is not a map of strings", metadata
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ([1, 2], "tensor 't': its header entry is not an object"),
+    ({"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}, "tensor 't': unknown dtype 'F8'"),
+    ({"dtype": "U8", "shape": 4, "data_offsets": [0, 4]}, "tensor 't': bad shape 4"),
+    ({"dtype": "U8", "shape": None, "data_offsets": [0, 4]}, "tensor 't': bad shape None"),
+    ({"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}, "tensor 't': bad shape [-1]"),
+    ({"dtype": "U8", "shape": ["4"], "data_offsets": [0, 4]}, "tensor 't': bad shape ['4']"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": None}, "tensor 't': data offsets None outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [0, 4, 8]}, "tensor 't': data offsets [0, 4, 8] outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [0, "4"]}, "tensor 't': data offsets [0, '4'] outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [8, 4]}, "tensor 't': data offsets [8, 4] outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [-4, 0]}, "tensor 't': data offsets [-4, 0] outside the file"),
+    ({"dtype": "U8", "shape": [12], "data_offsets": [4, 16]}, "tensor 't': data offsets [4, 16] outside the file"),
+])
+def test_a_bad_tensor_entry_is_named_with_what_is_wrong(tmp_path, entry, message):
+    """The file has 12 data bytes; each entry is wrong in one way, and the message names the tensor and the fault.
+    Nothing is read past the header: :func:`read_metadata` refuses the file too."""
+    path = hand_built(tmp_path / "t.safetensors", {"t": entry}, bytes(12))
+    assert read_error(path) == message
+    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile, match="^tensor 't': "):
+        tensor_file.read_metadata(file)
+
+
+def test_zero_sized_tensors_are_read_with_their_shape_and_dtype(tmp_path):
+    """A tensor with a zero dimension has an empty data range; it is read as an empty tensor of its own shape and
+    dtype, and the tensors after it in the file are read too."""
+    header = {"none": {"dtype": "F16", "shape": [2, 0], "data_offsets": [0, 0]},
+              "also_none": {"dtype": "I64", "shape": [0], "data_offsets": [4, 4]},
+              "four": {"dtype": "U8", "shape": [2, 2], "data_offsets": [0, 4]},
+              "__metadata__": {"note": "hand made"}}
+    path = hand_built(tmp_path / "z.safetensors", header, bytes([1, 2, 3, 4]))
+    with open(path, "rb") as file:
+        tensors, metadata = tensor_file.read_tensors(file)
+    assert metadata == {"note": "hand made"}
+    assert sorted(tensors) == ["also_none", "four", "none"]
+    assert (tuple(tensors["none"].shape), tensors["none"].dtype) == ((2, 0), torch.float16)
+    assert (tuple(tensors["also_none"].shape), tensors["also_none"].dtype) == ((0,), torch.int64)
+    assert tensors["four"].tolist() == [[1, 2], [3, 4]] and tensors["four"].dtype == torch.uint8
+
+
+class _ShrinkingFile(io.FileIO):
+    """A file that another process cuts to ``keep`` bytes just before this reader's ``n``-th read."""
+
+    def __init__(self, path: Path, keep: int, n: int):
+        super().__init__(path, "rb")
+        self.keep, self.n, self.reads = keep, n, 0
+
+    def _maybe_shrink(self):
+        self.reads += 1
+        if self.reads == self.n:
+            os.truncate(self.name, self.keep)
+
+    def read(self, size=-1):
+        self._maybe_shrink()
+        return super().read(size)
+
+    def readinto(self, buffer):
+        self._maybe_shrink()
+        return super().readinto(buffer)
+
+
+def test_a_file_cut_short_while_it_is_read_is_unreadable(tmp_path):
+    """The sizes are checked against the file's size when it was opened; a file truncated by someone else during
+    the read is refused with where it ended, not read as garbage or crashed on."""
+    header = {"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+              "b": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}}
+    path = hand_built(tmp_path / "s.safetensors", header, bytes(range(8)))
+    length = int.from_bytes(path.read_bytes()[:8], "little")
+    with _ShrinkingFile(path, keep=8 + length // 2, n=2) as file:  # cut inside the header
+        with pytest.raises(tensor_file.BadTensorFile, match="^the header is cut short$"):
+            tensor_file.read_tensors(file)
+    hand_built(path, header, bytes(range(8)))
+    with _ShrinkingFile(path, keep=8 + length + 6, n=4) as file:  # cut inside the second tensor's data
+        with pytest.raises(tensor_file.BadTensorFile, match="^tensor 'b': the file ends inside its data$"):
+            tensor_file.read_tensors(file)
