@@ -656,3 +656,67 @@ def test_a_file_cut_short_while_it_is_read_is_unreadable(tmp_path):
     with _ShrinkingFile(path, keep=8 + length + 6, n=4) as file:  # cut inside the second tensor's data
         with pytest.raises(tensor_file.BadTensorFile, match="^tensor 'b': the file ends inside its data$"):
             tensor_file.read_tensors(file)
+
+
+# --------------------------------------------------------------------------- the layout a config implies
+
+
+def test_the_layout_comes_from_the_text_config_and_its_own_head_size():
+    """A composite (vision and text) config is laid out by its text part; an explicit head size wins over
+    hidden size / heads; a config without grouped-query attention or a head size (GPT-2's) has as many KV heads as
+    query heads and hidden size / heads per head. Shapes worked out by hand."""
+    from transformers import GPT2Config, LlamaConfig, LlavaConfig
+
+    from snapkv_cli.doc_cache.prefix_layout import expected_prefix_layout
+
+    text = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=1, head_dim=4)
+    for config in (text, LlavaConfig(text_config=text.to_dict())):
+        assert expected_prefix_layout(config, torch.float16, 10, 6, True) == {
+            "prefix_ids": ((10,), torch.int64),
+            "layers.0.keys": ((1, 2, 10, 4), torch.float16),
+            "layers.0.values": ((1, 2, 10, 4), torch.float16),
+            "layers.0.window_queries": ((1, 4, 6, 4), torch.float16),
+            "layers.0.window_positions": ((6,), torch.int64),
+            "layers.0.accumulated_attention": ((1, 2, 2, 10), torch.float32),
+        }
+    gpt2 = GPT2Config(n_embd=32, n_head=4, n_layer=2)
+    layout = expected_prefix_layout(gpt2, torch.float32, 5, 8, True)
+    assert sorted(layout) == sorted(["prefix_ids"] + [f"layers.{i}.{part}" for i in (0, 1) for part in (
+        "keys", "values", "window_queries", "window_positions", "accumulated_attention")])
+    assert layout["layers.1.keys"] == ((1, 4, 5, 8), torch.float32)
+    assert layout["layers.1.window_queries"] == ((1, 4, 5, 8), torch.float32)  # the window is cut to the prefix
+    assert layout["layers.1.accumulated_attention"] == ((1, 4, 1, 5), torch.float32)
+
+
+def test_a_layout_mismatch_names_the_tensor_and_both_shapes_or_dtypes():
+    """The reason is exact: which layer and part (or the token ids), what the file has and what the config implies,
+    in whole numbers; unexpected names list at most three of each kind."""
+    from transformers import GPT2Config
+
+    from snapkv_cli.doc_cache.prefix_layout import PrefixLayoutMismatch, check_prefix_tensors, expected_prefix_layout
+
+    def mismatch(tensors, layout) -> str:
+        with pytest.raises(PrefixLayoutMismatch) as info:
+            check_prefix_tensors(tensors, layout)
+        return str(info.value)
+
+    def right(layout):
+        return {name: torch.zeros(shape, dtype=dtype) for name, (shape, dtype) in layout.items()}
+
+    gpt2 = expected_prefix_layout(GPT2Config(n_embd=32, n_head=4, n_layer=2), torch.float32, 5, 3, False)
+    check_prefix_tensors(right(gpt2), gpt2)  # the layout's own tensors pass
+    assert mismatch({**right(gpt2), "layers.1.keys": torch.zeros(1, 4, 5, 7)}, gpt2) == \
+        "layer 1: keys/values of shape (1, 4, 5, 7), expected (1, 4, 5, 8)"
+    assert mismatch({**right(gpt2), "prefix_ids": torch.zeros(5, dtype=torch.int32)}, gpt2) == \
+        "prefix ids of dtype torch.int32, expected torch.int64"
+    assert mismatch({**right(gpt2), "layers.0.window_positions": torch.zeros(2, dtype=torch.int64)}, gpt2) == \
+        "layer 0: window positions of shape (2,), expected (3,)"
+    llama = expected_prefix_layout(tiny_model("llama").config, torch.float32, 7, 3, True)  # 6 query, 2 KV heads
+    assert mismatch({**right(llama), "layers.2.accumulated_attention": torch.zeros(1, 2, 2, 7)}, llama) == \
+        "layer 2: accumulated attention of shape (1, 2, 2, 7), expected (1, 2, 3, 7)"
+    tensors = right(gpt2)
+    for name in ("layers.0.keys", "layers.0.values", "layers.1.keys", "layers.1.values"):
+        tensors.pop(name)
+    tensors.update({f"extra.{index}": torch.zeros(1) for index in range(4)})
+    assert mismatch(tensors, gpt2) == ("unexpected tensor names (missing ['layers.0.keys', 'layers.0.values', "
+                                       "'layers.1.keys'], extra ['extra.0', 'extra.1', 'extra.2'])")
