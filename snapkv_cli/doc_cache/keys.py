@@ -86,7 +86,3 @@ def prefix_key(loaded, template, prefix_ids: list[int], window_size: int, attent
 def key_text(key: dict) -> str:
     return json.dumps(key, sort_keys=True)
 
-
-def key_digest(key: dict) -> str:
-    """An unkeyed digest of ``key`` (its identity); file names use :meth:`DocCache.path_for`, keyed."""
-    return _sha256(key_text(key))[:40]
