@@ -418,3 +418,23 @@ def test_parse_age():
         with pytest.raises(InvalidValue, match="older_than") as info:
             disk.parse_age(text)
         assert message(info.value).startswith("--older-than must be a duration")
+
+
+def test_the_cache_directory_defaults_to_docs_under_the_snapkv_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path / "root"))
+    for value in (None, "", "   "):
+        if value is None:
+            monkeypatch.delenv("SNAPKV_DOC_CACHE_DIR", raising=False)
+        else:
+            monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", value)
+        assert disk.DocCache().directory == tmp_path / "root" / "docs", value
+    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", f" {tmp_path / 'mine'} ")
+    assert disk.DocCache().directory == tmp_path / "mine"
+
+
+def test_ages_in_every_unit():
+    assert [disk.parse_age(text) for text in ("45s", "30m", "12h", "7d", "2w", " 1.5H ", "0", "0.5")] == \
+        [45, 1800, 12 * 3600, 7 * 86400, 14 * 86400, 5400, 0, 0.5]
+    with pytest.raises(InvalidValue) as info:
+        disk.parse_age("soon")
+    assert info.value.value == "soon" and "'soon'" in str(info.value)

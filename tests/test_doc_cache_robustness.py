@@ -720,3 +720,179 @@ def test_a_layout_mismatch_names_the_tensor_and_both_shapes_or_dtypes():
     tensors.update({f"extra.{index}": torch.zeros(1) for index in range(4)})
     assert mismatch(tensors, gpt2) == ("unexpected tensor names (missing ['layers.0.keys', 'layers.0.values', "
                                        "'layers.1.keys'], extra ['extra.0', 'extra.1', 'extra.2'])")
+
+
+# --------------------------------------------------------------------------- exact reasons, what is removed
+
+
+def without_signing(path: Path, change) -> None:
+    """Rewrite the metadata of ``path`` with ``change(metadata, tensors)`` applied, the signature left as it was."""
+    from safetensors.torch import save_file
+
+    tensors, metadata = disk._read(path)
+    change(metadata, tensors)
+    save_file(tensors, str(path), metadata=metadata)
+
+
+MISMATCH = "checksum mismatch (the file changed after it was written, or another key signed it)"
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda m, t: m.update(format_version="1"), "not a snapkv document cache file of this version"),
+    (lambda m, t: m.update(format="safetensors"), "not a snapkv document cache file of this version"),
+    (lambda m, t: m.update(key="{not json"), "unreadable key in the metadata"),
+    (lambda m, t: m.pop("key"), "unreadable key in the metadata"),
+    (lambda m, t: m.update(key=keys.key_text({"entry": 1, "window_size": WINDOW, "attention_sums": False})),
+     "metadata does not match this model, template or document"),
+    (lambda m, t: t.update(prefix_ids=t["prefix_ids"].flip(0).contiguous()), "stored token ids differ from the prompt's"),
+    (lambda m, t: m.pop("checksum"), MISMATCH),
+    (lambda m, t: m.update(checksum=m["checksum"][::-1]), MISMATCH),
+])
+def test_a_refused_entry_says_exactly_why_and_is_removed(tmp_path, change, reason):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    without_signing(path, change)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason, lookup.path, lookup.cache) == ("rebuilt", reason, path, None)
+    assert not path.exists()
+
+
+def test_a_signature_that_is_not_text_is_a_checksum_mismatch(tmp_path):
+    """A forged checksum holding a lone surrogate (valid JSON, not encodable) is a mismatch like any other."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    rewrite_header(path, lambda header: header["__metadata__"].update(checksum="\ud800" * 64))
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason) == ("rebuilt", MISMATCH)
+    assert not path.exists()
+
+
+def test_a_bad_entry_that_cannot_be_removed_says_so(tmp_path, monkeypatch):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    damaged = path.read_bytes()[:-10] + bytes(10)
+    path.write_bytes(damaged)
+    read_only(monkeypatch, cache.directory)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason, lookup.path) == ("rebuilt", MISMATCH + " (it could not be removed)", path)
+    assert path.read_bytes() == damaged
+
+
+def test_a_bad_entry_removed_by_someone_else_meanwhile_is_just_rebuilt(tmp_path, monkeypatch):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    path.write_bytes(path.read_bytes()[:-10] + bytes(10))
+    real_validate = disk._validate
+
+    def validate_while_another_process_clears(*args):
+        path.unlink()
+        return real_validate(*args)
+
+    monkeypatch.setattr(disk, "_validate", validate_while_another_process_clears)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason) == ("rebuilt", MISMATCH)
+    assert not path.exists()
+
+
+def test_a_signature_made_before_the_directory_has_a_secret_is_the_one_it_requires(tmp_path):
+    """Signing for an empty directory creates its secret; an entry stored there later carries that signature."""
+    cache = disk.DocCache(tmp_path / "fresh")
+    key, ids, prefix = entry(0)
+    tensors = disk.export_prefix(prefix, ids)
+    signature = cache.signature(tensors, {"key": keys.key_text(key)})
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    assert disk._read_metadata(cache.path_for(key))["checksum"] == signature
+
+
+def test_a_prefix_is_loaded_onto_the_models_device(tmp_path):
+    """The loaded prefix's tensors are on the device of the model that asks for it (here the meta device: a second
+    device every machine has)."""
+    from types import SimpleNamespace
+
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, _ = stored(cache, 0)
+    model = tiny_model("llama")
+    elsewhere = SimpleNamespace(config=model.config, dtype=model.dtype, device=torch.device("meta"))
+    lookup = cache.load(key, ids, elsewhere)
+    assert lookup.status == "hit", lookup.reason
+    state = lookup.cache.prefix_state()
+    assert state and {tensor.device.type for tensor in state.values()} == {"meta"}
+
+
+def test_a_failure_without_a_message_is_reported_by_its_type(tmp_path):
+    class Broken:
+        def __init__(self, error):
+            self.error = error
+
+        def prefix_state(self):
+            raise self.error
+
+    cache = disk.DocCache(tmp_path / "docs")
+    assert cache.store({"k": 1}, [1, 2], Broken(RuntimeError())) == \
+        (False, "could not export the prefix (RuntimeError)", 0)
+    assert cache.store({"k": 1}, [1, 2], Broken(OSError("first line\nsecond line"))) == \
+        (False, "could not export the prefix (OSError: first line)", 0)
+    assert cache.entries() == []
+
+
+def test_too_big_says_how_big_in_megabytes(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs", max_bytes=100_000)
+    ids = prompt_ids(300, seed=9)[0].tolist()
+    ok, reason, size = cache.store({"k": 1}, ids, build_prefix(tiny_model("llama"), ids, WINDOW))
+    assert not ok and size > 200_000  # 300 tokens of keys and values (3 layers, 2 KV heads of 16 floats) and more
+    assert reason.startswith("the prefix needs ")
+    megabytes = float(reason.split("needs ")[1].split(" MB")[0])
+    assert abs(megabytes * 2**20 - size) <= 0.05 * 2**20
+    assert reason.endswith(" more than the cache cap of 0 MB (raise the cache size)")
+
+
+def test_evict_never_removes_the_kept_entry_even_the_oldest(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs")
+    paths = [stored(cache, index)[2] for index in range(3)]
+    for age, path in zip((300, 200, 100), paths):
+        os.utime(path, (time.time() - age, time.time() - age))
+    small = disk.DocCache(cache.directory, max_bytes=paths[0].stat().st_size)
+    removed = small.evict(keep=paths[0])
+    assert sorted(e.path for e in removed) == sorted(paths[1:])
+    assert [e.path for e in cache.entries()] == [paths[0]]
+
+
+def test_clear_removes_leftover_temporaries_only_when_clearing_everything(tmp_path):
+    """A temporary file may be another process's write in progress: ``clear --older-than`` leaves a fresh one;
+    a plain ``clear`` removes every one."""
+    cache = disk.DocCache(tmp_path / "docs")
+    stored(cache, 0)
+    temporary = cache.directory / ".tmp-abc.safetensors"
+    temporary.write_bytes(b"half a file")
+    assert cache.clear(older_than_s=3600) == [] and temporary.exists()
+    assert len(cache.clear()) == 1 and not temporary.exists()
+
+
+def test_cache_list_describes_good_entries_and_shows_junk_as_unreadable(tmp_path):
+    """What ``cache list`` shows of each file: a stored entry's model, dtype, template, token and window counts and
+    creation time; files whose key is not JSON, too deep, not an object or missing, or whose creation time is not a
+    finite number, show as unreadable (no model, no counts) and never fail the listing."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key = {"model": {"name": "tiny-llama", "dtype": "float16"}, "template": {"name": "qa"}, "prefix_tokens": 40,
+           "window_size": WINDOW, "attention_sums": False}
+    ids, prefix = entry(0)[1:]
+    ok, reason, _ = cache.store(key, ids, prefix, document="notes.txt")
+    assert ok, reason
+    (good,) = [e.describe() for e in cache.entries()]
+    assert time.time() - 60 < good.pop("created") <= time.time()
+    assert good.pop("last_used") == cache.path_for(key).stat().st_mtime
+    assert good == {"file": cache.path_for(key).name, "bytes": cache.path_for(key).stat().st_size,
+                    "document": "notes.txt", "model": "tiny-llama", "dtype": "float16", "template": "qa",
+                    "prefix_tokens": 40, "window_size": WINDOW, "valid_header": True}
+    junk = {"not-json": {"key": "{model: tiny"}, "deep": {"key": "[" * 100_000}, "a-list": {"key": "[1, 2]"},
+            "no-key": {"created": "1700000000.5"}, "infinite": {"key": "{}", "created": "inf"},
+            "not-a-number": {"key": "{}", "created": "nan"}}
+    for name, metadata in junk.items():
+        hand_built(cache.directory / f"{name}.safetensors", {"__metadata__": metadata})
+    shown = {e.path.stem: e.describe() for e in cache.entries() if e.path.stem in junk}
+    assert sorted(shown) == sorted(junk)
+    for name, description in shown.items():
+        assert (description["valid_header"], description["model"], description["dtype"], description["template"],
+                description["prefix_tokens"], description["window_size"]) == (False, None, None, None, None, None)
+        assert description["created"] == (1700000000.5 if name == "no-key" else None), name
