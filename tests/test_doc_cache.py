@@ -211,7 +211,22 @@ def test_the_key_records_what_built_the_prefix(tmp_path):
                      "weights": [["model.safetensors", 100, info.st_mtime_ns]], "dtype": "float32",
                      "device_type": "cpu", "attn_implementation": "eager", "torch": torch.__version__,
                      "transformers": transformers.__version__}
-    assert key["prefix_tokens"] == 3 and key["window_size"] == 32 and key["attention_sums"] is True
+    template = key.pop("template")
+    assert template.pop("name") == "qa" and len(template.pop("sha256")) == 64 and template == {}
+    assert len(key.pop("prefix_ids_sha256")) == 64
+    assert key == {"format_version": disk.FORMAT_VERSION, "prefix_tokens": 3, "window_size": 32,
+                   "attention_sums": True, "prefill_chunk": None}
+
+
+def test_templates_of_the_same_name_with_other_words_are_other_keys(tmp_path):
+    from types import SimpleNamespace
+
+    def key(system, user):
+        template = SimpleNamespace(name="qa", system=system, user=user)
+        return keys.key_text(keys.prefix_key(stand_in("org/model"), template, [5, 6], 8, False))
+
+    assert len({key("Answer briefly.", "{document}\n{question}"), key("Answer at length.", "{document}\n{question}"),
+                key("Answer briefly.", "{question}\n{document}")}) == 3
 
 
 def test_another_revision_attention_or_config_is_another_key(tmp_path):
@@ -438,3 +453,12 @@ def test_ages_in_every_unit():
     with pytest.raises(InvalidValue) as info:
         disk.parse_age("soon")
     assert info.value.value == "soon" and "'soon'" in str(info.value)
+
+
+def test_the_size_cap_comes_from_the_environment_when_it_is_a_whole_number(monkeypatch):
+    monkeypatch.delenv("SNAPKV_DOC_CACHE_MB", raising=False)
+    assert disk.DocCache().max_bytes == disk.DEFAULT_CAP_MB * 2**20
+    for value, megabytes in (("1", 1), (" 300 ", 300), ("0", disk.DEFAULT_CAP_MB), ("-5", disk.DEFAULT_CAP_MB),
+                             ("1.5", disk.DEFAULT_CAP_MB), ("lots", disk.DEFAULT_CAP_MB)):
+        monkeypatch.setenv("SNAPKV_DOC_CACHE_MB", value)
+        assert disk.DocCache().max_bytes == megabytes * 2**20, value

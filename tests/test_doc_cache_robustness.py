@@ -896,3 +896,71 @@ def test_cache_list_describes_good_entries_and_shows_junk_as_unreadable(tmp_path
         assert (description["valid_header"], description["model"], description["dtype"], description["template"],
                 description["prefix_tokens"], description["window_size"]) == (False, None, None, None, None, None)
         assert description["created"] == (1700000000.5 if name == "no-key" else None), name
+
+
+def test_a_new_cache_directory_is_made_with_its_parents_private_to_its_owner(tmp_path):
+    cache = disk.DocCache(tmp_path / "a" / "b" / "docs")
+    stored(cache, 0)
+    assert stat.S_IMODE(cache.directory.stat().st_mode) == 0o700
+
+
+def test_a_secret_that_cannot_be_read_or_created_is_a_miss_with_the_reason(tmp_path):
+    unreadable = disk.DocCache(tmp_path / "docs")
+    (unreadable.directory / cache_secret.SECRET_NAME).mkdir(parents=True)  # a directory where the secret should be
+    key, ids, prefix = entry(0)
+    lookup = unreadable.load(key, ids, tiny_model("llama"))
+    secret = unreadable.directory / cache_secret.SECRET_NAME
+    assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot read {secret}: Is a directory")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # a dangling link where the directory should be
+    uncreatable = disk.DocCache(tmp_path / "link")
+    lookup = uncreatable.load(key, ids, tiny_model("llama"))
+    secret = uncreatable.directory / cache_secret.SECRET_NAME
+    assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot create {secret}: File exists")
+
+
+def test_an_entry_that_cannot_be_checked_or_loaded_is_left_in_place(tmp_path):
+    """A failure that says nothing about the file (a key without a window size, a model on a device that does not
+    exist) is reported as such, and the entry stays for a caller that can use it."""
+    from types import SimpleNamespace
+
+    cache = disk.DocCache(tmp_path / "docs")
+    ids, prefix = entry(0)[1:]
+    no_window = {"entry": 0, "attention_sums": False}
+    ok, reason, _ = cache.store(no_window, ids, prefix)
+    assert ok, reason
+    lookup = cache.load(no_window, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason, lookup.path) == \
+        ("rebuilt", "could not check it (KeyError: 'window_size')", cache.path_for(no_window))
+    assert cache.path_for(no_window).exists()
+    key, ids, path = stored(cache, 1)
+    model = tiny_model("llama")
+    nowhere = SimpleNamespace(config=model.config, dtype=model.dtype, device="no-such-device")
+    lookup = cache.load(key, ids, nowhere)
+    assert (lookup.status, lookup.path, lookup.cache) == ("rebuilt", path, None)
+    assert lookup.reason.startswith("could not load it (RuntimeError: ") and path.exists()
+    assert cache.load(key, ids, model).status == "hit"
+
+
+@pytest.mark.parametrize("error", [OSError(30, "Read-only file system"), NotImplementedError()])
+def test_a_hit_whose_last_use_cannot_be_recorded_is_still_a_hit(tmp_path, monkeypatch, error):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0, attention_sums=True)
+
+    def utime(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(os, "utime", utime)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "hit" and lookup.bytes == path.stat().st_size and 0 < lookup.seconds < 120
+
+
+def test_attention_sums_come_back_from_disk_bit_for_bit(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, prefix = entry(0, attention_sums=True)
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "hit", lookup.reason
+    fresh, loaded = disk.export_prefix(prefix, ids), disk.export_prefix(lookup.cache, ids)
+    assert "layers.0.accumulated_attention" in fresh
+    assert fresh.keys() == loaded.keys() and all(torch.equal(fresh[name], loaded[name]) for name in fresh)
