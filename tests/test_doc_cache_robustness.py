@@ -538,7 +538,7 @@ def test_two_writers_and_a_reader_race_without_errors_or_wrong_prefixes(tmp_path
     assert disk.DocCache(directory, max_bytes=cap).total_bytes() <= cap
 
 
-# --------------------------------------------------------------------------- the safetensors reader, by hand-built files
+# --------------------------------------------------------------------------- the safetensors reader, hand-built files
 
 
 def hand_built(path: Path, header, data: bytes = b"", *, length: int | None = None) -> Path:
@@ -562,7 +562,8 @@ def test_the_smallest_safetensors_file_is_an_empty_header(tmp_path):
     empty = hand_built(tmp_path / "empty.safetensors", b"{}")
     with open(empty, "rb") as file:
         assert tensor_file.read_tensors(file) == ({}, {})
-    assert read_error(hand_built(tmp_path / "one.safetensors", b"{")) == "header length 1 does not fit a file of 9 bytes"
+    assert read_error(hand_built(tmp_path / "one.safetensors", b"{")) == \
+        "header length 1 does not fit a file of 9 bytes"
     assert read_error(hand_built(tmp_path / "long.safetensors", b"{}", length=3)) == \
         "header length 3 does not fit a file of 10 bytes"
     assert read_error(hand_built(tmp_path / "past.safetensors", b"{}", length=12)) == \
@@ -600,7 +601,7 @@ def test_a_bad_tensor_entry_is_named_with_what_is_wrong(tmp_path, entry, message
     Nothing is read past the header: :func:`read_metadata` refuses the file too."""
     path = hand_built(tmp_path / "t.safetensors", {"t": entry}, bytes(12))
     assert read_error(path) == message
-    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile, match="^tensor 't': "):
+    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile, match=r"^tensor 't': "):
         tensor_file.read_metadata(file)
 
 
@@ -649,13 +650,13 @@ def test_a_file_cut_short_while_it_is_read_is_unreadable(tmp_path):
               "b": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}}
     path = hand_built(tmp_path / "s.safetensors", header, bytes(range(8)))
     length = int.from_bytes(path.read_bytes()[:8], "little")
-    with _ShrinkingFile(path, keep=8 + length // 2, n=2) as file:  # cut inside the header
-        with pytest.raises(tensor_file.BadTensorFile, match="^the header is cut short$"):
-            tensor_file.read_tensors(file)
+    with _ShrinkingFile(path, keep=8 + length // 2, n=2) as file, \
+            pytest.raises(tensor_file.BadTensorFile, match=r"^the header is cut short$"):  # cut inside the header
+        tensor_file.read_tensors(file)
     hand_built(path, header, bytes(range(8)))
-    with _ShrinkingFile(path, keep=8 + length + 6, n=4) as file:  # cut inside the second tensor's data
-        with pytest.raises(tensor_file.BadTensorFile, match="^tensor 'b': the file ends inside its data$"):
-            tensor_file.read_tensors(file)
+    with _ShrinkingFile(path, keep=8 + length + 6, n=4) as file, \
+            pytest.raises(tensor_file.BadTensorFile, match=r"^tensor 'b': the file ends inside its data$"):
+        tensor_file.read_tensors(file)  # cut inside the second tensor's data
 
 
 # --------------------------------------------------------------------------- the layout a config implies
@@ -744,7 +745,8 @@ MISMATCH = "checksum mismatch (the file changed after it was written, or another
     (lambda m, t: m.pop("key"), "unreadable key in the metadata"),
     (lambda m, t: m.update(key=keys.key_text({"entry": 1, "window_size": WINDOW, "attention_sums": False})),
      "metadata does not match this model, template or document"),
-    (lambda m, t: t.update(prefix_ids=t["prefix_ids"].flip(0).contiguous()), "stored token ids differ from the prompt's"),
+    (lambda m, t: t.update(prefix_ids=t["prefix_ids"].flip(0).contiguous()),
+     "stored token ids differ from the prompt's"),
     (lambda m, t: m.pop("checksum"), MISMATCH),
     (lambda m, t: m.update(checksum=m["checksum"][::-1]), MISMATCH),
 ])
@@ -907,7 +909,7 @@ def test_a_new_cache_directory_is_made_with_its_parents_private_to_its_owner(tmp
 def test_a_secret_that_cannot_be_read_or_created_is_a_miss_with_the_reason(tmp_path):
     unreadable = disk.DocCache(tmp_path / "docs")
     (unreadable.directory / cache_secret.SECRET_NAME).mkdir(parents=True)  # a directory where the secret should be
-    key, ids, prefix = entry(0)
+    key, ids, _ = entry(0)
     lookup = unreadable.load(key, ids, tiny_model("llama"))
     secret = unreadable.directory / cache_secret.SECRET_NAME
     assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot read {secret}: Is a directory")
