@@ -177,8 +177,93 @@ def test_key_covers_model_weights_template_and_ids(tiny_model_path):
         different.append(keys.prefix_key(loaded, load_template(), [5, 6, 7], 32, False))
     finally:
         os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    digests = {keys.key_digest(k) for k in [key, *different]}
-    assert len(digests) == 6
+    assert len({keys.key_text(k) for k in [key, *different]}) == 6
+
+
+def stand_in(source, *, family: str = "llama", attn: str = "sdpa", revision=None, name: str = "tiny"):
+    """A loaded model as the key sees it: a name, a source (a path or a hub id), a config, a dtype and a device."""
+    import copy
+    from types import SimpleNamespace
+
+    config = copy.deepcopy(tiny_model(family, attn).config)
+    config._commit_hash = revision
+    return SimpleNamespace(name=name, source=str(source), model=SimpleNamespace(config=config), dtype=torch.float32,
+                           device=torch.device("cpu"))
+
+
+def test_the_key_records_what_built_the_prefix(tmp_path):
+    """The model part of an entry's key (stored in the file's metadata) names, as documented, the model's name and
+    source, a hash of its config, its revision, its weight files (name, size, modification time), dtype, device
+    type, attention implementation and the library versions."""
+    import transformers
+
+    from snapkv_cli.prompting import load_template
+
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(bytes(100))
+    (tmp_path / "config.json").write_text("{}")
+    info = weights.stat()
+    key = keys.prefix_key(stand_in(tmp_path, attn="eager", revision="0123abc"), load_template(), [5, 6, 7], 32, True)
+    model = key.pop("model")
+    config_hash = model.pop("config_sha256")
+    assert len(config_hash) == 64 and int(config_hash, 16) >= 0
+    assert model == {"name": "tiny", "source": str(tmp_path), "revision": "0123abc",
+                     "weights": [["model.safetensors", 100, info.st_mtime_ns]], "dtype": "float32",
+                     "device_type": "cpu", "attn_implementation": "eager", "torch": torch.__version__,
+                     "transformers": transformers.__version__}
+    template = key.pop("template")
+    assert template.pop("name") == "qa" and len(template.pop("sha256")) == 64 and template == {}
+    assert len(key.pop("prefix_ids_sha256")) == 64
+    assert key == {"format_version": disk.FORMAT_VERSION, "prefix_tokens": 3, "window_size": 32,
+                   "attention_sums": True, "prefill_chunk": None}
+
+
+def test_templates_of_the_same_name_with_other_words_are_other_keys(tmp_path):
+    from types import SimpleNamespace
+
+    def key(system, user):
+        template = SimpleNamespace(name="qa", system=system, user=user)
+        return keys.key_text(keys.prefix_key(stand_in("org/model"), template, [5, 6], 8, False))
+
+    assert len({key("Answer briefly.", "{document}\n{question}"), key("Answer at length.", "{document}\n{question}"),
+                key("Answer briefly.", "{question}\n{document}")}) == 3
+
+
+def test_another_revision_attention_or_config_is_another_key(tmp_path):
+    from snapkv_cli.prompting import load_template
+
+    def key(**options):
+        return keys.key_text(keys.prefix_key(stand_in("org/some-model", **options), load_template(), [5, 6], 8, False))
+
+    assert key(revision="aaa") == key(revision="aaa")
+    assert len({key(revision="aaa"), key(revision="bbb"), key(revision=None), key(attn="eager"),
+                key(family="qwen2"), key(name="other")}) == 6
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".bin", ".gguf", ".pt", ".pth"])
+def test_every_kind_of_weight_file_is_in_the_key(tmp_path, suffix):
+    """Re-converting a model (a weight file of any of the known kinds rewritten: new size or modification time)
+    changes the key, whether the source is the model's directory or the weight file itself; other files in the
+    directory (config, tokenizer, notes) and a dangling link do not count."""
+    from snapkv_cli.prompting import load_template
+
+    weights = tmp_path / f"weights{suffix}"
+    weights.write_bytes(bytes(64))
+    (tmp_path / "README.md").write_text("notes")
+    (tmp_path / "lost.bin").symlink_to(tmp_path / "gone.bin")
+
+    def key(source) -> str:
+        return keys.key_text(keys.prefix_key(stand_in(source), load_template(), [5, 6], 8, False))
+
+    for source in (tmp_path, weights):
+        before = key(source)
+        (tmp_path / "README.md").write_text("other notes, longer")
+        assert key(source) == before
+        weights.write_bytes(bytes(65))  # re-converted: another size
+        resized = key(source)
+        info = weights.stat()
+        os.utime(weights, ns=(info.st_atime_ns, info.st_mtime_ns + 10**9))  # same size, written later
+        assert len({before, resized, key(source)}) == 3
 
 
 # --------------------------------------------------------------------------- damaged entries
@@ -348,3 +433,32 @@ def test_parse_age():
         with pytest.raises(InvalidValue, match="older_than") as info:
             disk.parse_age(text)
         assert message(info.value).startswith("--older-than must be a duration")
+
+
+def test_the_cache_directory_defaults_to_docs_under_the_snapkv_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path / "root"))
+    for value in (None, "", "   "):
+        if value is None:
+            monkeypatch.delenv("SNAPKV_DOC_CACHE_DIR", raising=False)
+        else:
+            monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", value)
+        assert disk.DocCache().directory == tmp_path / "root" / "docs", value
+    monkeypatch.setenv("SNAPKV_DOC_CACHE_DIR", f" {tmp_path / 'mine'} ")
+    assert disk.DocCache().directory == tmp_path / "mine"
+
+
+def test_ages_in_every_unit():
+    assert [disk.parse_age(text) for text in ("45s", "30m", "12h", "7d", "2w", " 1.5H ", "0", "0.5")] == \
+        [45, 1800, 12 * 3600, 7 * 86400, 14 * 86400, 5400, 0, 0.5]
+    with pytest.raises(InvalidValue) as info:
+        disk.parse_age("soon")
+    assert info.value.value == "soon" and "'soon'" in str(info.value)
+
+
+def test_the_size_cap_comes_from_the_environment_when_it_is_a_whole_number(monkeypatch):
+    monkeypatch.delenv("SNAPKV_DOC_CACHE_MB", raising=False)
+    assert disk.DocCache().max_bytes == disk.DEFAULT_CAP_MB * 2**20
+    for value, megabytes in (("1", 1), (" 300 ", 300), ("0", disk.DEFAULT_CAP_MB), ("-5", disk.DEFAULT_CAP_MB),
+                             ("1.5", disk.DEFAULT_CAP_MB), ("lots", disk.DEFAULT_CAP_MB)):
+        monkeypatch.setenv("SNAPKV_DOC_CACHE_MB", value)
+        assert disk.DocCache().max_bytes == megabytes * 2**20, value

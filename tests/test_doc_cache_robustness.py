@@ -10,6 +10,8 @@ same and different keys never raise and never load a prefix that differs from a 
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import multiprocessing
 import os
@@ -126,14 +128,13 @@ def test_entries_of_the_wrong_shape_or_dtype_are_misses(tmp_path, change, reason
 def test_names_and_signatures_are_keyed(tmp_path):
     first, second = disk.DocCache(tmp_path / "a"), disk.DocCache(tmp_path / "b")
     key, ids, path = stored(first, 0)
-    assert path.name != keys.key_digest(key) + disk.SUFFIX  # not guessable from the key alone
+    plain = hashlib.sha256(keys.key_text(key).encode()).hexdigest()
+    assert plain[:40] not in path.name and plain[-40:] not in path.name  # not guessable from the key alone
     assert second.path_for(key).name != path.name  # another directory, another secret, another name
     secret = first.directory / cache_secret.SECRET_NAME
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and len(secret.read_bytes()) == 32
     # an entry signed without the secret (the old plain SHA-256 checksum) is refused
     tensors, metadata = disk._read(path)
-    import hashlib
-
     metadata["checksum"] = hashlib.sha256(b"".join(t.numpy().tobytes() for t in tensors.values())).hexdigest()
     from safetensors.torch import save_file
 
@@ -461,7 +462,7 @@ def test_the_prefill_chunk_is_part_of_the_key(notes, tiny_model_path, isolated):
     ids = list(range(5, 45))
     key = lambda chunk: keys.prefix_key(loaded, load_template(), ids, 16, False, prefill_chunk=chunk)
     assert key(None) == key(40) == key(1000)  # a chunk as long as the prefix is one pass
-    assert len({keys.key_digest(key(c)) for c in (None, 7, 16)}) == 3
+    assert len({keys.key_text(key(c)) for c in (None, 7, 16)}) == 3
     one_pass = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
     chunked = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL, "--prefill-chunk", "7")
     assert (one_pass["doc_cache"]["status"], chunked["doc_cache"]["status"]) == ("stored", "stored")
@@ -535,3 +536,433 @@ def test_two_writers_and_a_reader_race_without_errors_or_wrong_prefixes(tmp_path
     assert all(counts["stored"] > 0 for counts in writers), writers
     assert no_temporaries(directory)  # every writer renamed or removed its own temporary file
     assert disk.DocCache(directory, max_bytes=cap).total_bytes() <= cap
+
+
+# --------------------------------------------------------------------------- the safetensors reader, hand-built files
+
+
+def hand_built(path: Path, header, data: bytes = b"", *, length: int | None = None) -> Path:
+    """A file of an 8-byte little-endian header length (``length``, else the header's own), the header (a JSON value,
+    or raw bytes) and ``data``."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes((len(raw) if length is None else length).to_bytes(8, "little") + raw + data)
+    return path
+
+
+def read_error(path: Path) -> str:
+    """The message of the :class:`BadTensorFile` that reading ``path`` raises (any other error fails the test)."""
+    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile) as info:
+        tensor_file.read_tensors(file)
+    return str(info.value)
+
+
+def test_the_smallest_safetensors_file_is_an_empty_header(tmp_path):
+    """``{}`` as the whole file (a 2-byte header ending exactly at the end of the file) holds no tensors and no
+    metadata; one byte less of header or of file is refused."""
+    empty = hand_built(tmp_path / "empty.safetensors", b"{}")
+    with open(empty, "rb") as file:
+        assert tensor_file.read_tensors(file) == ({}, {})
+    assert read_error(hand_built(tmp_path / "one.safetensors", b"{")) == \
+        "header length 1 does not fit a file of 9 bytes"
+    assert read_error(hand_built(tmp_path / "long.safetensors", b"{}", length=3)) == \
+        "header length 3 does not fit a file of 10 bytes"
+    assert read_error(hand_built(tmp_path / "past.safetensors", b"{}", length=12)) == \
+        "header length 12 does not fit a file of 10 bytes"
+    (tmp_path / "seven.safetensors").write_bytes(bytes(7))
+    assert read_error(tmp_path / "seven.safetensors") == "7 bytes: too short for a safetensors header"
+
+
+def test_a_header_that_is_not_a_json_object_says_what_it_is(tmp_path):
+    assert read_error(hand_built(tmp_path / "a.safetensors", b"{nope")) == "the header is not JSON (JSONDecodeError)"
+    assert read_error(hand_built(tmp_path / "b.safetensors", b"\xff\xfe")) == \
+        "the header is not JSON (UnicodeDecodeError)"
+    assert read_error(hand_built(tmp_path / "c.safetensors", [1, 2])) == "the header is a JSON list, not an object"
+    for metadata in (["a", "b"], {"a": 1}, {"a": ["b"]}, "text"):
+        path = hand_built(tmp_path / "d.safetensors", {"__metadata__": metadata})
+        assert read_error(path) == "__metadata__ is not a map of strings", metadata
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ([1, 2], "tensor 't': its header entry is not an object"),
+    ({"dtype": "F8", "shape": [1], "data_offsets": [0, 1]}, "tensor 't': unknown dtype 'F8'"),
+    ({"dtype": "U8", "shape": 4, "data_offsets": [0, 4]}, "tensor 't': bad shape 4"),
+    ({"dtype": "U8", "shape": None, "data_offsets": [0, 4]}, "tensor 't': bad shape None"),
+    ({"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}, "tensor 't': bad shape [-1]"),
+    ({"dtype": "U8", "shape": ["4"], "data_offsets": [0, 4]}, "tensor 't': bad shape ['4']"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": None}, "tensor 't': data offsets None outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [0, 4, 8]}, "tensor 't': data offsets [0, 4, 8] outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [0, "4"]}, "tensor 't': data offsets [0, '4'] outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [8, 4]}, "tensor 't': data offsets [8, 4] outside the file"),
+    ({"dtype": "U8", "shape": [4], "data_offsets": [-4, 0]}, "tensor 't': data offsets [-4, 0] outside the file"),
+    ({"dtype": "U8", "shape": [12], "data_offsets": [4, 16]}, "tensor 't': data offsets [4, 16] outside the file"),
+])
+def test_a_bad_tensor_entry_is_named_with_what_is_wrong(tmp_path, entry, message):
+    """The file has 12 data bytes; each entry is wrong in one way, and the message names the tensor and the fault.
+    Nothing is read past the header: :func:`read_metadata` refuses the file too."""
+    path = hand_built(tmp_path / "t.safetensors", {"t": entry}, bytes(12))
+    assert read_error(path) == message
+    with open(path, "rb") as file, pytest.raises(tensor_file.BadTensorFile, match=r"^tensor 't': "):
+        tensor_file.read_metadata(file)
+
+
+def test_zero_sized_tensors_are_read_with_their_shape_and_dtype(tmp_path):
+    """A tensor with a zero dimension has an empty data range; it is read as an empty tensor of its own shape and
+    dtype, and the tensors after it in the file are read too."""
+    header = {"none": {"dtype": "F16", "shape": [2, 0], "data_offsets": [0, 0]},
+              "also_none": {"dtype": "I64", "shape": [0], "data_offsets": [4, 4]},
+              "four": {"dtype": "U8", "shape": [2, 2], "data_offsets": [0, 4]},
+              "__metadata__": {"note": "hand made"}}
+    path = hand_built(tmp_path / "z.safetensors", header, bytes([1, 2, 3, 4]))
+    with open(path, "rb") as file:
+        tensors, metadata = tensor_file.read_tensors(file)
+    assert metadata == {"note": "hand made"}
+    assert sorted(tensors) == ["also_none", "four", "none"]
+    assert (tuple(tensors["none"].shape), tensors["none"].dtype) == ((2, 0), torch.float16)
+    assert (tuple(tensors["also_none"].shape), tensors["also_none"].dtype) == ((0,), torch.int64)
+    assert tensors["four"].tolist() == [[1, 2], [3, 4]] and tensors["four"].dtype == torch.uint8
+
+
+class _ShrinkingFile(io.FileIO):
+    """A file that another process cuts to ``keep`` bytes just before this reader's ``n``-th read."""
+
+    def __init__(self, path: Path, keep: int, n: int):
+        super().__init__(path, "rb")
+        self.keep, self.n, self.reads = keep, n, 0
+
+    def _maybe_shrink(self):
+        self.reads += 1
+        if self.reads == self.n:
+            os.truncate(self.name, self.keep)
+
+    def read(self, size=-1):
+        self._maybe_shrink()
+        return super().read(size)
+
+    def readinto(self, buffer):
+        self._maybe_shrink()
+        return super().readinto(buffer)
+
+
+def test_a_file_cut_short_while_it_is_read_is_unreadable(tmp_path):
+    """The sizes are checked against the file's size when it was opened; a file truncated by someone else during
+    the read is refused with where it ended, not read as garbage or crashed on."""
+    header = {"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+              "b": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}}
+    path = hand_built(tmp_path / "s.safetensors", header, bytes(range(8)))
+    length = int.from_bytes(path.read_bytes()[:8], "little")
+    with _ShrinkingFile(path, keep=8 + length // 2, n=2) as file, \
+            pytest.raises(tensor_file.BadTensorFile, match=r"^the header is cut short$"):  # cut inside the header
+        tensor_file.read_tensors(file)
+    hand_built(path, header, bytes(range(8)))
+    with _ShrinkingFile(path, keep=8 + length + 6, n=4) as file, \
+            pytest.raises(tensor_file.BadTensorFile, match=r"^tensor 'b': the file ends inside its data$"):
+        tensor_file.read_tensors(file)  # cut inside the second tensor's data
+
+
+# --------------------------------------------------------------------------- the layout a config implies
+
+
+def test_the_layout_comes_from_the_text_config_and_its_own_head_size():
+    """A composite (vision and text) config is laid out by its text part; an explicit head size wins over
+    hidden size / heads; a config without grouped-query attention or a head size (GPT-2's) has as many KV heads as
+    query heads and hidden size / heads per head. Shapes worked out by hand."""
+    from transformers import GPT2Config, LlamaConfig, LlavaConfig
+
+    from snapkv_cli.doc_cache.prefix_layout import expected_prefix_layout
+
+    text = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=1, head_dim=4)
+    for config in (text, LlavaConfig(text_config=text.to_dict())):
+        assert expected_prefix_layout(config, torch.float16, 10, 6, True) == {
+            "prefix_ids": ((10,), torch.int64),
+            "layers.0.keys": ((1, 2, 10, 4), torch.float16),
+            "layers.0.values": ((1, 2, 10, 4), torch.float16),
+            "layers.0.window_queries": ((1, 4, 6, 4), torch.float16),
+            "layers.0.window_positions": ((6,), torch.int64),
+            "layers.0.accumulated_attention": ((1, 2, 2, 10), torch.float32),
+        }
+    gpt2 = GPT2Config(n_embd=32, n_head=4, n_layer=2)
+    layout = expected_prefix_layout(gpt2, torch.float32, 5, 8, True)
+    assert sorted(layout) == sorted(["prefix_ids"] + [f"layers.{i}.{part}" for i in (0, 1) for part in (
+        "keys", "values", "window_queries", "window_positions", "accumulated_attention")])
+    assert layout["layers.1.keys"] == ((1, 4, 5, 8), torch.float32)
+    assert layout["layers.1.window_queries"] == ((1, 4, 5, 8), torch.float32)  # the window is cut to the prefix
+    assert layout["layers.1.accumulated_attention"] == ((1, 4, 1, 5), torch.float32)
+
+
+def test_a_layout_mismatch_names_the_tensor_and_both_shapes_or_dtypes():
+    """The reason is exact: which layer and part (or the token ids), what the file has and what the config implies,
+    in whole numbers; unexpected names list at most three of each kind."""
+    from transformers import GPT2Config
+
+    from snapkv_cli.doc_cache.prefix_layout import PrefixLayoutMismatch, check_prefix_tensors, expected_prefix_layout
+
+    def mismatch(tensors, layout) -> str:
+        with pytest.raises(PrefixLayoutMismatch) as info:
+            check_prefix_tensors(tensors, layout)
+        return str(info.value)
+
+    def right(layout):
+        return {name: torch.zeros(shape, dtype=dtype) for name, (shape, dtype) in layout.items()}
+
+    gpt2 = expected_prefix_layout(GPT2Config(n_embd=32, n_head=4, n_layer=2), torch.float32, 5, 3, False)
+    check_prefix_tensors(right(gpt2), gpt2)  # the layout's own tensors pass
+    assert mismatch({**right(gpt2), "layers.1.keys": torch.zeros(1, 4, 5, 7)}, gpt2) == \
+        "layer 1: keys/values of shape (1, 4, 5, 7), expected (1, 4, 5, 8)"
+    assert mismatch({**right(gpt2), "prefix_ids": torch.zeros(5, dtype=torch.int32)}, gpt2) == \
+        "prefix ids of dtype torch.int32, expected torch.int64"
+    assert mismatch({**right(gpt2), "layers.0.window_positions": torch.zeros(2, dtype=torch.int64)}, gpt2) == \
+        "layer 0: window positions of shape (2,), expected (3,)"
+    llama = expected_prefix_layout(tiny_model("llama").config, torch.float32, 7, 3, True)  # 6 query, 2 KV heads
+    assert mismatch({**right(llama), "layers.2.accumulated_attention": torch.zeros(1, 2, 2, 7)}, llama) == \
+        "layer 2: accumulated attention of shape (1, 2, 2, 7), expected (1, 2, 3, 7)"
+    tensors = right(gpt2)
+    for name in ("layers.0.keys", "layers.0.values", "layers.1.keys", "layers.1.values"):
+        tensors.pop(name)
+    tensors.update({f"extra.{index}": torch.zeros(1) for index in range(4)})
+    assert mismatch(tensors, gpt2) == ("unexpected tensor names (missing ['layers.0.keys', 'layers.0.values', "
+                                       "'layers.1.keys'], extra ['extra.0', 'extra.1', 'extra.2'])")
+
+
+# --------------------------------------------------------------------------- exact reasons, what is removed
+
+
+def without_signing(path: Path, change) -> None:
+    """Rewrite the metadata of ``path`` with ``change(metadata, tensors)`` applied, the signature left as it was."""
+    from safetensors.torch import save_file
+
+    tensors, metadata = disk._read(path)
+    change(metadata, tensors)
+    save_file(tensors, str(path), metadata=metadata)
+
+
+MISMATCH = "checksum mismatch (the file changed after it was written, or another key signed it)"
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda m, t: m.update(format_version="1"), "not a snapkv document cache file of this version"),
+    (lambda m, t: m.update(format="safetensors"), "not a snapkv document cache file of this version"),
+    (lambda m, t: m.update(key="{not json"), "unreadable key in the metadata"),
+    (lambda m, t: m.pop("key"), "unreadable key in the metadata"),
+    (lambda m, t: m.update(key=keys.key_text({"entry": 1, "window_size": WINDOW, "attention_sums": False})),
+     "metadata does not match this model, template or document"),
+    (lambda m, t: t.update(prefix_ids=t["prefix_ids"].flip(0).contiguous()),
+     "stored token ids differ from the prompt's"),
+    (lambda m, t: m.pop("checksum"), MISMATCH),
+    (lambda m, t: m.update(checksum=m["checksum"][::-1]), MISMATCH),
+])
+def test_a_refused_entry_says_exactly_why_and_is_removed(tmp_path, change, reason):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    without_signing(path, change)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason, lookup.path, lookup.cache) == ("rebuilt", reason, path, None)
+    assert not path.exists()
+
+
+def test_a_signature_that_is_not_text_is_a_checksum_mismatch(tmp_path):
+    """A forged checksum holding a lone surrogate (valid JSON, not encodable) is a mismatch like any other."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    rewrite_header(path, lambda header: header["__metadata__"].update(checksum="\ud800" * 64))
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason) == ("rebuilt", MISMATCH)
+    assert not path.exists()
+
+
+def test_a_bad_entry_that_cannot_be_removed_says_so(tmp_path, monkeypatch):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    damaged = path.read_bytes()[:-10] + bytes(10)
+    path.write_bytes(damaged)
+    read_only(monkeypatch, cache.directory)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason, lookup.path) == ("rebuilt", MISMATCH + " (it could not be removed)", path)
+    assert path.read_bytes() == damaged
+
+
+def test_a_bad_entry_removed_by_someone_else_meanwhile_is_just_rebuilt(tmp_path, monkeypatch):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0)
+    path.write_bytes(path.read_bytes()[:-10] + bytes(10))
+    real_validate = disk._validate
+
+    def validate_while_another_process_clears(*args):
+        path.unlink()
+        return real_validate(*args)
+
+    monkeypatch.setattr(disk, "_validate", validate_while_another_process_clears)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason) == ("rebuilt", MISMATCH)
+    assert not path.exists()
+
+
+def test_a_signature_made_before_the_directory_has_a_secret_is_the_one_it_requires(tmp_path):
+    """Signing for an empty directory creates its secret; an entry stored there later carries that signature."""
+    cache = disk.DocCache(tmp_path / "fresh")
+    key, ids, prefix = entry(0)
+    tensors = disk.export_prefix(prefix, ids)
+    signature = cache.signature(tensors, {"key": keys.key_text(key)})
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    assert disk._read_metadata(cache.path_for(key))["checksum"] == signature
+
+
+def test_a_prefix_is_loaded_onto_the_models_device(tmp_path):
+    """The loaded prefix's tensors are on the device of the model that asks for it (here the meta device: a second
+    device every machine has)."""
+    from types import SimpleNamespace
+
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, _ = stored(cache, 0)
+    model = tiny_model("llama")
+    elsewhere = SimpleNamespace(config=model.config, dtype=model.dtype, device=torch.device("meta"))
+    lookup = cache.load(key, ids, elsewhere)
+    assert lookup.status == "hit", lookup.reason
+    state = lookup.cache.prefix_state()
+    assert state and {tensor.device.type for tensor in state.values()} == {"meta"}
+
+
+def test_a_failure_without_a_message_is_reported_by_its_type(tmp_path):
+    class Broken:
+        def __init__(self, error):
+            self.error = error
+
+        def prefix_state(self):
+            raise self.error
+
+    cache = disk.DocCache(tmp_path / "docs")
+    assert cache.store({"k": 1}, [1, 2], Broken(RuntimeError())) == \
+        (False, "could not export the prefix (RuntimeError)", 0)
+    assert cache.store({"k": 1}, [1, 2], Broken(OSError("first line\nsecond line"))) == \
+        (False, "could not export the prefix (OSError: first line)", 0)
+    assert cache.entries() == []
+
+
+def test_too_big_says_how_big_in_megabytes(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs", max_bytes=100_000)
+    ids = prompt_ids(300, seed=9)[0].tolist()
+    ok, reason, size = cache.store({"k": 1}, ids, build_prefix(tiny_model("llama"), ids, WINDOW))
+    assert not ok and size > 200_000  # 300 tokens of keys and values (3 layers, 2 KV heads of 16 floats) and more
+    assert reason.startswith("the prefix needs ")
+    megabytes = float(reason.split("needs ")[1].split(" MB")[0])
+    assert abs(megabytes * 2**20 - size) <= 0.05 * 2**20
+    assert reason.endswith(" more than the cache cap of 0 MB (raise the cache size)")
+
+
+def test_evict_never_removes_the_kept_entry_even_the_oldest(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs")
+    paths = [stored(cache, index)[2] for index in range(3)]
+    for age, path in zip((300, 200, 100), paths):
+        os.utime(path, (time.time() - age, time.time() - age))
+    small = disk.DocCache(cache.directory, max_bytes=paths[0].stat().st_size)
+    removed = small.evict(keep=paths[0])
+    assert sorted(e.path for e in removed) == sorted(paths[1:])
+    assert [e.path for e in cache.entries()] == [paths[0]]
+
+
+def test_clear_removes_leftover_temporaries_only_when_clearing_everything(tmp_path):
+    """A temporary file may be another process's write in progress: ``clear --older-than`` leaves a fresh one;
+    a plain ``clear`` removes every one."""
+    cache = disk.DocCache(tmp_path / "docs")
+    stored(cache, 0)
+    temporary = cache.directory / ".tmp-abc.safetensors"
+    temporary.write_bytes(b"half a file")
+    assert cache.clear(older_than_s=3600) == [] and temporary.exists()
+    assert len(cache.clear()) == 1 and not temporary.exists()
+
+
+def test_cache_list_describes_good_entries_and_shows_junk_as_unreadable(tmp_path):
+    """What ``cache list`` shows of each file: a stored entry's model, dtype, template, token and window counts and
+    creation time; files whose key is not JSON, too deep, not an object or missing, or whose creation time is not a
+    finite number, show as unreadable (no model, no counts) and never fail the listing."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key = {"model": {"name": "tiny-llama", "dtype": "float16"}, "template": {"name": "qa"}, "prefix_tokens": 40,
+           "window_size": WINDOW, "attention_sums": False}
+    ids, prefix = entry(0)[1:]
+    ok, reason, _ = cache.store(key, ids, prefix, document="notes.txt")
+    assert ok, reason
+    (good,) = [e.describe() for e in cache.entries()]
+    assert time.time() - 60 < good.pop("created") <= time.time()
+    assert good.pop("last_used") == cache.path_for(key).stat().st_mtime
+    assert good == {"file": cache.path_for(key).name, "bytes": cache.path_for(key).stat().st_size,
+                    "document": "notes.txt", "model": "tiny-llama", "dtype": "float16", "template": "qa",
+                    "prefix_tokens": 40, "window_size": WINDOW, "valid_header": True}
+    junk = {"not-json": {"key": "{model: tiny"}, "deep": {"key": "[" * 100_000}, "a-list": {"key": "[1, 2]"},
+            "no-key": {"created": "1700000000.5"}, "infinite": {"key": "{}", "created": "inf"},
+            "not-a-number": {"key": "{}", "created": "nan"}}
+    for name, metadata in junk.items():
+        hand_built(cache.directory / f"{name}.safetensors", {"__metadata__": metadata})
+    shown = {e.path.stem: e.describe() for e in cache.entries() if e.path.stem in junk}
+    assert sorted(shown) == sorted(junk)
+    for name, description in shown.items():
+        assert (description["valid_header"], description["model"], description["dtype"], description["template"],
+                description["prefix_tokens"], description["window_size"]) == (False, None, None, None, None, None)
+        assert description["created"] == (1700000000.5 if name == "no-key" else None), name
+
+
+def test_a_new_cache_directory_is_made_with_its_parents_private_to_its_owner(tmp_path):
+    cache = disk.DocCache(tmp_path / "a" / "b" / "docs")
+    stored(cache, 0)
+    assert stat.S_IMODE(cache.directory.stat().st_mode) == 0o700
+
+
+def test_a_secret_that_cannot_be_read_or_created_is_a_miss_with_the_reason(tmp_path):
+    unreadable = disk.DocCache(tmp_path / "docs")
+    (unreadable.directory / cache_secret.SECRET_NAME).mkdir(parents=True)  # a directory where the secret should be
+    key, ids, _ = entry(0)
+    lookup = unreadable.load(key, ids, tiny_model("llama"))
+    secret = unreadable.directory / cache_secret.SECRET_NAME
+    assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot read {secret}: Is a directory")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # a dangling link where the directory should be
+    uncreatable = disk.DocCache(tmp_path / "link")
+    lookup = uncreatable.load(key, ids, tiny_model("llama"))
+    secret = uncreatable.directory / cache_secret.SECRET_NAME
+    assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot create {secret}: File exists")
+
+
+def test_an_entry_that_cannot_be_checked_or_loaded_is_left_in_place(tmp_path):
+    """A failure that says nothing about the file (a key without a window size, a model on a device that does not
+    exist) is reported as such, and the entry stays for a caller that can use it."""
+    from types import SimpleNamespace
+
+    cache = disk.DocCache(tmp_path / "docs")
+    ids, prefix = entry(0)[1:]
+    no_window = {"entry": 0, "attention_sums": False}
+    ok, reason, _ = cache.store(no_window, ids, prefix)
+    assert ok, reason
+    lookup = cache.load(no_window, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.reason, lookup.path) == \
+        ("rebuilt", "could not check it (KeyError: 'window_size')", cache.path_for(no_window))
+    assert cache.path_for(no_window).exists()
+    key, ids, path = stored(cache, 1)
+    model = tiny_model("llama")
+    nowhere = SimpleNamespace(config=model.config, dtype=model.dtype, device="no-such-device")
+    lookup = cache.load(key, ids, nowhere)
+    assert (lookup.status, lookup.path, lookup.cache) == ("rebuilt", path, None)
+    assert lookup.reason.startswith("could not load it (RuntimeError: ") and path.exists()
+    assert cache.load(key, ids, model).status == "hit"
+
+
+@pytest.mark.parametrize("error", [OSError(30, "Read-only file system"), NotImplementedError()])
+def test_a_hit_whose_last_use_cannot_be_recorded_is_still_a_hit(tmp_path, monkeypatch, error):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, path = stored(cache, 0, attention_sums=True)
+
+    def utime(*_args, **_kwargs):
+        raise error
+
+    monkeypatch.setattr(os, "utime", utime)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "hit" and lookup.bytes == path.stat().st_size and 0 < lookup.seconds < 120
+
+
+def test_attention_sums_come_back_from_disk_bit_for_bit(tmp_path):
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, prefix = entry(0, attention_sums=True)
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert lookup.status == "hit", lookup.reason
+    fresh, loaded = disk.export_prefix(prefix, ids), disk.export_prefix(lookup.cache, ids)
+    assert "layers.0.accumulated_attention" in fresh
+    assert fresh.keys() == loaded.keys() and all(torch.equal(fresh[name], loaded[name]) for name in fresh)

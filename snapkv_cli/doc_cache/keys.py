@@ -14,8 +14,8 @@ from pathlib import Path
 FORMAT_VERSION = 2  # 2: HMAC names and signatures, tensors checked against the config, the prefill chunk keyed
 
 
-def _sha256(data: bytes | str) -> str:
-    return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def ids_digest(ids: list[int]) -> str:
@@ -86,7 +86,3 @@ def prefix_key(loaded, template, prefix_ids: list[int], window_size: int, attent
 def key_text(key: dict) -> str:
     return json.dumps(key, sort_keys=True)
 
-
-def key_digest(key: dict) -> str:
-    """An unkeyed digest of ``key`` (its identity); file names use :meth:`DocCache.path_for`, keyed."""
-    return _sha256(key_text(key))[:40]

@@ -26,7 +26,7 @@ def expected_prefix_layout(config, dtype, prefix_tokens: int, window_size: int, 
     (a transformers config; its text config is used) run in ``dtype``."""
     import torch
 
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    config = config.get_text_config()
     query_heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or query_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // query_heads

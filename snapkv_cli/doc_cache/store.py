@@ -173,7 +173,7 @@ class Entry:
     def describe(self) -> dict:
         """What ``snapkv cache list`` shows; a file with junk metadata shows as unreadable, never fails."""
         key = {}
-        with contextlib.suppress(ValueError, TypeError, RecursionError):
+        with contextlib.suppress(ValueError, RecursionError):  # the metadata is a map of strings (read_metadata)
             key = json.loads(self.metadata.get("key", "{}"))
         key = key if isinstance(key, dict) else {}
         model = key.get("model") if isinstance(key.get("model"), dict) else {}
