@@ -117,31 +117,157 @@ def test_jobs_file(tmp_path):
     assert read_jobs("-", stdin=io.StringIO(path.read_text()), default_questions=["D?"])[0] == acme
 
 
+KEYS = "id, document, question, questions, pages, truncate, template"
+
+
 @pytest.mark.parametrize("line, reason", [
-    ("not json", "line 2: not JSON"),
-    ("[1, 2]", "line 2: not a JSON object"),
-    ('{"document": "a.txt", "pages": "1", "colour": "red"}', "line 2: unknown key 'colour'"),
-    ('{"question": "Who?"}', "line 2: no document"),
-    ('{"document": "a.txt"}', "line 2: no question"),
-    ('{"document": "a.txt", "question": "Who?", "questions": ["What?"]}', "not both"),
-    ('{"document": "a.txt", "questions": []}', "questions must be a non-empty list"),
-    ('{"document": "a.txt", "question": " "}', "question must be a non-empty string"),
-    ('{"id": true, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer"),
+    ("not json", "not JSON (Expecting value); write one JSON object per line"),
+    ('{"document": "a.txt",', "not JSON (Expecting property name enclosed in double quotes); write one JSON object "
+                              "per line"),
+    ("[1, 2]", "not a JSON object; write one object per line"),
+    ('"a.txt"', "not a JSON object; write one object per line"),
+    ('{"document": "a.txt", "pages": "1", "colour": "red", "size": 2}', f"unknown key 'colour': a job has {KEYS}"),
+    ('{"question": "Who?"}', "no document: every job needs a document path"),
+    ('{"document": 5, "question": "Who?"}', "document must be a non-empty string, got 5"),
+    ('{"document": " ", "question": "Who?"}', 'document must be a non-empty string, got " "'),
+    ('{"document": "a.txt"}', "no question: give question or questions, or questions for every job"),
+    ('{"document": "a.txt", "question": "Who?", "questions": ["What?"]}', "give question or questions, not both"),
+    ('{"document": "a.txt", "questions": []}', "questions must be a non-empty list of strings"),
+    ('{"document": "a.txt", "questions": "Who?"}', "questions must be a non-empty list of strings"),
+    ('{"document": "a.txt", "questions": ["Who?", 3]}', "every question must be a non-empty string, got 3"),
+    ('{"document": "a.txt", "questions": ["Who?", ""]}', 'every question must be a non-empty string, got ""'),
+    ('{"document": "a.txt", "question": " "}', 'question must be a non-empty string, got " "'),
+    ('{"document": "a.txt", "question": 12}', "question must be a non-empty string, got 12"),
+    ('{"document": "a.txt", "question": ["Who?"]}', 'question must be a non-empty string, got ["Who?"]'),
+    ('{"id": true, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer, got true"),
+    ('{"id": "", "document": "a.txt", "question": "Who?"}', 'id must be a string or an integer, got ""'),
+    ('{"id": 1.5, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer, got 1.5"),
+    ('{"id": null, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer, got null"),
     ('{"id": "first", "document": "b.txt", "question": "Who?"}', 'id "first" is already used on line 1'),
-    ('{"document": "a.txt", "question": "Who?", "truncate": "sideways"}', "truncate must be one of middle"),
-    ('{"document": "a.txt", "question": "Who?", "template": "no-such-template"}', "unknown template"),
+    ('{"document": "first", "question": "Who?"}', 'id "first" is already used on line 1'),  # the document's id
+    ('{"id": 7, "document": "c.txt", "question": "Who?"}', "id 7 is already used on line 2"),
+    ('{"document": "a.txt", "question": "Who?", "truncate": "sideways"}',
+     'truncate must be one of middle, start, end, got "sideways"'),
+    ('{"document": "a.txt", "question": "Who?", "truncate": 1}', "truncate must be one of middle, start, end, got 1"),
+    ('{"document": "a.txt", "question": "Who?", "template": 5}', "template must be a non-empty string, got 5"),
     ('{"document": "a.txt", "question": "Who?", "pages": true}', "pages must be a non-empty string, got true"),
     ('{"document": "a.txt", "question": "Who?", "pages": 2.5}', "pages must be a non-empty string, got 2.5"),
+    ('{"document": "a.txt", "question": "Who?", "pages": ""}', 'pages must be a non-empty string, got ""'),
+])
+def test_bad_jobs_name_their_line(tmp_path, line, reason):
+    """Every rule of a jobs line, with its whole message and the line it names (blank lines count: they are lines
+    of the file)."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"document": "first", "question": "Who?"}\n'
+                    '{"id": 7, "document": "b.txt", "question": "Who?"}\n'
+                    "\n" + line + "\n"
+                    '{"id": "later", "document": "z.txt", "question": "Who?"}\n')
+    with pytest.raises(BadJob) as caught:
+        read_jobs(str(path))
+    assert str(caught.value) == f"{path} line 4: {reason}"
+    assert (caught.value.source, caught.value.line, caught.value.reason) == (str(path), 4, reason)
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ('{"document": "a.txt", "question": "Who?", "template": "no-such-template"}', "unknown template"),
     ('{"document": "a.txt", "question": "Who?", "pages": "x"}', "invalid page selection 'x'"),
     ('{"document": "a.txt", "question": "Who?", "pages": "3-1"}', "range 3-1 is reversed"),
     ('{"document": "a.txt", "question": "Who?", "pages": 0}', "pages are numbered from 1"),
 ])
-def test_bad_jobs_name_their_line(tmp_path, line, reason):
+def test_a_job_s_bad_pages_or_template_is_refused_with_ask_s_reason(tmp_path, line, fragment):
+    """The reason of a job's pages or template is the one ask gives for the same flag value; the line is named."""
     path = tmp_path / "jobs.jsonl"
-    path.write_text('{"id": "first", "document": "a.txt", "question": "Who?"}\n' + line + "\n")
+    path.write_text("\n" + line + "\n")
     with pytest.raises(BadJob) as caught:
         read_jobs(str(path))
-    assert str(caught.value).startswith(f"{path} line 2: ") and reason in str(caught.value)
+    assert str(caught.value).startswith(f"{path} line 2: ") and fragment in caught.value.reason
+    assert caught.value.line == 2
+
+
+def test_bad_jobs_on_stdin_name_stdin(monkeypatch):
+    import io
+
+    with pytest.raises(BadJob) as caught:
+        read_jobs("-", stdin=io.StringIO('{"document": "a.txt", "question": "Who?"}\n{"document": "b.txt"}\n'))
+    assert str(caught.value) == ("<stdin> line 2: no question: give question or questions, or questions for every "
+                                 "job")
+    # without a stream given, the process's stdin
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"document": "a.txt"}\n'))
+    assert read_jobs("-", ["Who?"]) == [Job("a.txt", "a.txt", ("Who?",))]
+
+
+def test_a_jobs_line_s_values_as_read(tmp_path):
+    """What a valid line becomes: text stripped, questions distinct in the order asked, a number of pages as text,
+    null options as not given, the id (a string or an integer, 0 included) defaulting to the document."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(json.dumps(job) for job in [
+        {"document": "  a.txt ", "questions": [" Who? ", "What?", "Who?", "What? "], "pages": 2},
+        {"id": 0, "document": "b.txt", "question": " Why? ", "pages": " 1-3 ", "truncate": None, "template": None},
+        {"id": "0", "document": "c.txt", "pages": None, "truncate": "end", "template": " qa_base "},
+        {"id": "d", "document": "d.txt", "questions": ["Own?"]},
+    ]) + "\n\n  \n")
+    a, b, c, d = read_jobs(str(path), [" Default? ", "Other?", "Default?"])
+    assert a == Job("a.txt", "a.txt", ("Who?", "What?"), pages="2")
+    assert b == Job(0, "b.txt", ("Why?",), pages="1-3")
+    assert (c.id, c.document, c.questions, c.pages, c.truncate) == ("0", "c.txt", ("Default?", "Other?"), None, "end")
+    assert c.template.name == "qa_base"
+    assert d == Job("d", "d.txt", ("Own?",))  # a job's own questions replace the run's
+
+
+@pytest.mark.parametrize("write, message", [
+    (None, "jobs file not found: {path}; give a JSONL file with one job per line"),
+    ("folder", "jobs file {path} is a folder; give a JSONL file with one job per line"),
+    (b"", "no jobs in {path}: write one JSON object per line"),
+    (b"\n  \n\n", "no jobs in {path}: write one JSON object per line"),
+    (b'{"document": "caf\xe9.txt"}\n',
+     "cannot read jobs file {path}: 'utf-8' codec can't decode byte 0xe9 in position 17: invalid continuation byte"),
+])
+def test_a_jobs_file_that_cannot_be_read(tmp_path, write, message):
+    path = tmp_path / "jobs.jsonl"
+    if write == "folder":
+        path.mkdir()
+    elif write is not None:
+        path.write_bytes(write)
+    with pytest.raises(UserError) as caught:
+        read_jobs(str(path), ["Who?"])
+    assert str(caught.value) == message.format(path=path)
+
+
+def test_a_jobs_file_in_utf8(tmp_path):
+    path = tmp_path / "jobs.jsonl"
+    path.write_bytes('{"document": "café.txt", "question": "Où?"}\n'.encode())
+    assert read_jobs(str(path)) == [Job("café.txt", "café.txt", ("Où?",))]
+
+
+def test_documents_and_questions_given_as_paths_are_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("text")
+    (tmp_path / "[draft].txt").write_text("text")  # a file whose name looks like a glob is taken as it is
+    (tmp_path / "folder.md").mkdir()  # a folder named like a document is not one
+    (tmp_path / "folder.md" / "inner.txt").write_text("text")
+    assert expand_documents(["[draft].txt"]) == ["[draft].txt"]
+    with pytest.raises(UserError) as caught:
+        expand_documents(["a.txt", "*.md"])  # a glob matches files only
+    assert str(caught.value) == "no files match *.md"
+    (tmp_path / "empty" / ".hidden").mkdir(parents=True)
+    (tmp_path / "empty" / ".hidden" / "e.txt").write_text("text")
+    (tmp_path / "empty" / "notes.docx").write_text("text")
+    with pytest.raises(UserError) as caught:
+        expand_documents(["empty"])
+    assert str(caught.value) == "no documents in the folder empty: it holds no PDF, .txt, .md or .html files"
+    with pytest.raises(UserError) as caught:
+        expand_documents(["a.txt", "-"])
+    assert str(caught.value) == ("a batch reads its documents from files: give their paths, or a jobs file (- for jobs"
+                                 " on stdin)")
+    with pytest.raises(UserError) as caught:
+        jobs_from_paths([], ["Who?"])
+    assert str(caught.value) == "no documents: give files, folders or globs, or a jobs file"
+    with pytest.raises(UserError) as caught:
+        jobs_from_paths(["a.txt"], [])
+    assert str(caught.value) == "no questions: give the questions to ask of every document"
+    with pytest.raises(UserError) as caught:
+        jobs_from_paths(["a.txt"], ["Who?", "  "])
+    assert str(caught.value) == "a question is empty: every question needs some text"
 
 
 # --------------------------------------------------------------------------- the resumable output

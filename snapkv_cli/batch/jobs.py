@@ -144,8 +144,9 @@ def parse_job(data: dict, default_questions: Sequence[str], source: str, line: i
             raise BadJob(source, line, f"truncate must be one of {', '.join(TRUNCATIONS)}, got {json.dumps(truncate)}")
         options["truncate"] = truncate
     if data.get("template") is not None:
+        template = _text(data["template"], "template", source, line)
         try:
-            options["template"] = load_template(_text(data["template"], "template", source, line))
+            options["template"] = load_template(template)
         except UserError as error:
             raise BadJob(source, line, str(error)) from None
     return Job(id=job_id, document=document, questions=_distinct(asked), **options)
