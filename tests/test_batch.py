@@ -22,6 +22,7 @@ import snapkv_cli.cli as cli
 from snapkv_cli.batch.jobs import Job, expand_documents, jobs_from_paths, read_jobs
 from snapkv_cli.batch.output import AnswerFile, encode
 from snapkv_cli.errors import BadJob, OutputInUse, UserError
+from snapkv_cli.presenters import BatchPresenter
 from tests.example_writer import make_examples
 from tests.helpers import assert_user_error, record_loaded_forwards
 
@@ -309,6 +310,299 @@ def test_output_refuses_a_foreign_file_and_a_second_writer(tmp_path):
         AnswerFile(str(tmp_path / "out.jsonl"))
     first.close()
     AnswerFile(str(tmp_path / "out.jsonl")).close()
+
+
+def test_output_lines_are_compact_utf8_json(tmp_path, capsys):
+    """A line is written as UTF-8 text (not \\u escapes), one JSON object and its newline, to a file or stdout."""
+    from snapkv_cli.batch.output import StreamOutput
+
+    line = {"id": "café", "question": "Où?", "answer": "Zürich", "n": [1, 2]}
+    expected = '{"id": "café", "question": "Où?", "answer": "Zürich", "n": [1, 2]}\n'
+    assert encode(line) == expected.encode("utf-8")
+    out = AnswerFile(str(tmp_path / "out.jsonl"))
+    out.write(line)
+    out.close()
+    out.close()  # closing twice is harmless
+    assert (tmp_path / "out.jsonl").read_bytes() == expected.encode("utf-8")
+    stream = StreamOutput()  # stdout
+    assert (stream.path, stream.repaired_bytes, stream.answered) == (None, 0, set())
+    stream.write(line)
+    stream.close()
+    assert capsys.readouterr().out == expected
+
+
+def test_output_counts_what_a_rerun_skips_and_keeps(tmp_path):
+    """Only answer lines are skipped by a rerun, by (id, question); error lines are counted; blank lines are
+    ignored; a tail of blanks after the last line is dropped and is not counted as repaired."""
+    path = tmp_path / "out.jsonl"
+    lines = [answer("a", "Q1"), {"id": "a", "question": "Q2", "error": "x"}, answer("a", "Q3", error="y"),
+             {"id": "b", "question": "Q1"}, answer(1, "Q1"), answer("1", "Q2"), {"id": "c", "error": "z"}]
+    data = b"".join(encode(line) for line in lines[:3]) + b"\n  \n" + b"".join(encode(line) for line in lines[3:])
+    path.write_bytes(data + b"  \t")
+    out = AnswerFile(str(path))
+    assert out.answered == {("a", "Q1"), (1, "Q1"), ("1", "Q2")}
+    assert (out.earlier_errors, out.repaired_bytes) == (3, 0)
+    out.close()
+    assert path.read_bytes() == data
+
+
+def test_output_reads_a_file_of_several_megabytes(tmp_path):
+    """The answers of a long earlier run (lines longer than any read buffer included) are all found."""
+    path = tmp_path / "out.jsonl"
+    lines = [answer(f"doc{number}", "Q", answer="y" * (number * 997 % 50_000)) for number in range(150)]
+    lines.insert(75, answer("huge", "Q", answer="z" * 2_500_000))
+    path.write_bytes(b"".join(encode(line) for line in lines))
+    out = AnswerFile(str(path))
+    assert out.answered == {(line["id"], "Q") for line in lines}
+    out.close()
+
+
+def test_output_that_cannot_be_opened(tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    with pytest.raises(UserError) as caught:
+        AnswerFile(str(folder))
+    assert str(caught.value) == f"the output {folder} is a folder; give a file path"
+    missing = tmp_path / "no" / "out.jsonl"
+    with pytest.raises(UserError) as caught:
+        AnswerFile(str(missing))
+    assert str(caught.value) == f"cannot open the output {missing}: No such file or directory"
+
+
+def test_output_refused_for_a_bad_line_names_it_and_lets_the_file_go(tmp_path):
+    """A line that is not a JSON object names its line number (blank lines count); the file is not held after the
+    refusal, so once mended it opens."""
+    path = tmp_path / "out.jsonl"
+    good = encode(answer("a", "Q1"))
+    path.write_bytes(good + b"\n" + b"[1, 2]\n" + encode(answer("b", "Q1")))
+    with pytest.raises(UserError) as caught:
+        AnswerFile(str(path))
+    assert str(caught.value) == (f"{path} line 3 is not a JSON object, so it was not written by snapkv batch; give "
+                                 "another output file")
+    path.write_bytes(good)
+    out = AnswerFile(str(path))
+    assert out.answered == {("a", "Q1")}
+    out.close()
+
+
+def test_a_new_output_file_is_readable_by_others(tmp_path):
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        AnswerFile(str(tmp_path / "out.jsonl")).close()
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "out.jsonl").stat().st_mode) == 0o644
+
+
+# --------------------------------------------------------------------------- lines, summary, driver
+
+
+def test_an_error_line_names_the_job_the_question_and_the_error():
+    from snapkv_cli.batch.lines import describe_error, error_line
+
+    job = Job(7, "docs/a.txt", ("Q0", "Q1"))
+    assert list(error_line(job, 1, "Q1", "it broke").items()) == [
+        ("id", 7), ("document", "docs/a.txt"), ("question", "Q1"), ("question_index", 1), ("error", "it broke")]
+    assert describe_error(UserError("file not found: a.txt")) == "file not found: a.txt"
+    assert describe_error(ValueError("bad\n   value\there ")) == "ValueError: bad value here"
+    assert describe_error(KeyError("k")) == "KeyError: 'k'"
+
+
+def answer_of(job_id, question, index=0, *, prompt, reused, generated, times, before, after):
+    """An answer line with the fields the summary counts (the rest of ask's object left out)."""
+    return {"id": job_id, "question": question, "question_index": index, "answer": "x", "prompt_tokens": prompt,
+            "reused_prefix_tokens": reused, "generated_tokens": generated,
+            "timings": dict(zip(("prefix_s", "prefill_s", "decode_s", "load_s"), times)),
+            "cache": {"bytes_before": before, "bytes_after": after}}
+
+
+def test_the_summary_s_numbers():
+    from snapkv_cli.batch.summary import BatchSummary
+
+    summary = BatchSummary(documents=3, questions=5, skipped_documents=1, skipped_questions=2, workers=2,
+                           started=100.0)
+    assert summary.seconds_per_question is None and summary.done == 0
+    summary.record(answer_of("a", "Q1", prompt=300, reused=0, generated=7, times=(0.25, 0.5, 1.0, 9.0), before=4000,
+                             after=1000))
+    summary.record({"id": "a", "question": "Q2", "question_index": 1, "error": "broken"})
+    summary.record(answer_of("b", "Q1", prompt=320, reused=290, generated=3, times=(0.0, 0.125, 0.25, 0.0),
+                             before=5000, after=1500))
+    summary.documents_done, summary.worker_failures = 1, 1
+    summary.finished = 104.0
+    assert (summary.answered, summary.failed, summary.done) == (2, 1, 3)
+    assert summary.tokens == (300 + 7) + (320 - 290 + 3)
+    assert summary.answer_seconds == 0.25 + 0.5 + 1.0 + 0.125 + 0.25  # load times are not the answers'
+    assert (summary.seconds, summary.seconds_per_question, summary.tokens_per_second) == (4.0, 2.0, 340 / 4)
+    assert summary.kv_bytes_saved == (4000 + 5000) - (1000 + 1500)
+    assert summary.to_json() == {
+        "documents": 3, "questions": 5, "skipped_documents": 1, "skipped_questions": 2, "workers": 2,
+        "documents_done": 1, "answered": 2, "failed": 1, "worker_failures": 1, "tokens": 340, "seconds": 4.0,
+        "answer_seconds": 2.125, "kv_bytes_before": 9000, "kv_bytes_after": 2500}
+    summary.finished, summary.answer_seconds = 100.123456, 1.0004
+    assert summary.to_json()["seconds"] == 0.123 and summary.to_json()["answer_seconds"] == 1.0
+    summary.finished = 100.0  # no time at all: no rate rather than a division by zero
+    assert summary.tokens_per_second == 0.0
+
+
+def test_a_running_summary_counts_time_until_now():
+    from snapkv_cli.batch.summary import BatchSummary
+
+    before = time.perf_counter()
+    summary = BatchSummary()
+    time.sleep(0.01)
+    assert 0.01 <= summary.seconds <= time.perf_counter() - before
+
+
+def test_plan_skips_answered_questions_and_keeps_their_places():
+    from snapkv_cli.batch.driver import plan
+
+    jobs = [Job("a", "a.txt", ("Q0", "Q1", "Q2")), Job("b", "b.txt", ("Q0",)), Job(3, "c.txt", ("Q0", "Q1"))]
+    answered = {("a", "Q1"), ("b", "Q0"), ("3", "Q0"), ("c.txt", "Q1"), ("z", "Q0")}
+    tasks, skipped_documents, skipped_questions = plan(jobs, answered)
+    assert [(task.job.id, task.questions, task.attempt) for task in tasks] == [
+        ("a", ((0, "Q0"), (2, "Q2")), 1), (3, ((0, "Q0"), (1, "Q1")), 1)]
+    assert (skipped_documents, skipped_questions) == (1, 2)
+
+
+class Events(BatchPresenter):
+    """What a batch tells its presenter, in order."""
+
+    def __init__(self):
+        self.events: list[tuple] = []
+
+    def started(self, summary) -> None:
+        self.events.append(("started", summary.documents, summary.questions, summary.skipped_documents,
+                            summary.skipped_questions, summary.workers))
+
+    def recorded(self, line: dict, summary) -> None:
+        self.events.append(("line", line["id"], line["question"], "error" in line, summary.done,
+                            summary.documents_done))
+
+    def worker_failed(self, message: str, summary) -> None:
+        self.events.append(("worker failed", message, summary.worker_failures))
+
+    def progress(self, message: str) -> None:
+        self.events.append(("progress", message))
+
+    def finished(self, summary) -> None:
+        self.events.append(("finished", summary.finished is not None, summary.done))
+
+    def close(self) -> None:
+        self.events.append(("closed",))
+
+
+class Scripted:
+    """An executor that answers every question at once, except those of a job whose id starts with "broken" (error
+    lines), and reports one of its workers dead on the way; ``twice``: it gives the first question two lines."""
+
+    def __init__(self, workers: int = 1, twice: bool = False):
+        self.workers, self.twice, self.given = workers, twice, None
+
+    def run(self, tasks, recorder) -> None:
+        self.given = [(task.job.id, task.questions) for task in tasks]
+        recorder.status("working")
+        for task in tasks:
+            if str(task.job.id).startswith("broken"):
+                recorder.fail(task, "it broke")
+                continue
+            for index, question in task.questions:
+                line = {"id": task.job.id, "question": question, "question_index": index, "answer": "x",
+                        "prompt_tokens": 10, "reused_prefix_tokens": 4, "generated_tokens": 2,
+                        "timings": {"prefix_s": 0.0, "prefill_s": 0.5, "decode_s": 0.25, "load_s": 0.0},
+                        "cache": {"bytes_before": 100, "bytes_after": 40}}
+                recorder.line(line)
+                if self.twice:
+                    recorder.line(line)
+            if task is tasks[0]:
+                recorder.worker_failed("worker 1 died")
+
+
+def test_run_batch_writes_counts_and_tells_every_line_once(tmp_path):
+    """The driver skips what the output answers, hands the rest out, writes each line once, and counts a document
+    done when its last question has a line; the presenter hears it all, the end included."""
+    from snapkv_cli.batch.driver import run_batch
+
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(encode(answer("a", "Q0")) + encode(answer("c", "Q0")) + encode(answer("c", "Q1")))
+    jobs = [Job("a", "a.txt", ("Q0", "Q1", "Q2")), Job("broken", "b.txt", ("Q0", "Q1")),
+            Job("c", "c.txt", ("Q0", "Q1")), Job("d", "d.txt", ("Q0",))]
+    out, presenter, executor = AnswerFile(str(path)), Events(), Scripted(workers=3)
+    summary = run_batch(jobs, executor, out, presenter)
+    out.close()
+    assert executor.given == [("a", ((1, "Q1"), (2, "Q2"))), ("broken", ((0, "Q0"), (1, "Q1"))), ("d", ((0, "Q0"),))]
+    assert presenter.events == [
+        ("started", 3, 5, 1, 3, 3), ("progress", "working"),
+        ("line", "a", "Q1", False, 1, 0), ("line", "a", "Q2", False, 2, 1), ("worker failed", "worker 1 died", 1),
+        ("line", "broken", "Q0", True, 3, 1), ("line", "broken", "Q1", True, 4, 2),
+        ("line", "d", "Q0", False, 5, 3), ("finished", True, 5), ("closed",)]
+    written = jsonl(path.read_text())[3:]
+    assert [(line["id"], line["question"], line["question_index"]) for line in written] == [
+        ("a", "Q1", 1), ("a", "Q2", 2), ("broken", "Q0", 0), ("broken", "Q1", 1), ("d", "Q0", 0)]
+    assert written[2] == {"id": "broken", "document": "b.txt", "question": "Q0", "question_index": 0,
+                          "error": "it broke"}
+    assert summary.to_json() | {"seconds": None} == {
+        "documents": 3, "questions": 5, "skipped_documents": 1, "skipped_questions": 3, "workers": 3,
+        "documents_done": 3, "answered": 3, "failed": 2, "worker_failures": 1, "tokens": 3 * (10 - 4 + 2),
+        "seconds": None, "answer_seconds": 3 * 0.75, "kv_bytes_before": 300, "kv_bytes_after": 120}
+
+
+def test_run_batch_with_nothing_left_starts_no_worker(tmp_path):
+    import io
+
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.output import StreamOutput
+
+    out, presenter, executor = StreamOutput(io.StringIO()), Events(), Scripted()
+    out.answered = {("a", "Q0"), ("a", "Q1")}
+    summary = run_batch([Job("a", "a.txt", ("Q0", "Q1"))], executor, out, presenter)
+    assert executor.given is None and out.stream.getvalue() == ""
+    assert presenter.events == [("started", 0, 0, 1, 2, 1), ("finished", True, 0), ("closed",)]
+    assert summary.finished is not None and summary.seconds == summary.finished - summary.started
+    assert run_batch([Job("a", "a.txt", ("Q0",))], Scripted(), StreamOutput(io.StringIO())).answered == 1
+
+
+def test_a_second_line_for_a_question_stops_the_batch_and_it_still_ends(tmp_path):
+    import io
+
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.output import StreamOutput
+
+    out, presenter = StreamOutput(io.StringIO()), Events()
+    with pytest.raises(RuntimeError, match=re.escape("a second line for ('a', 'Q0')")):
+        run_batch([Job("a", "a.txt", ("Q0",))], Scripted(twice=True), out, presenter)
+    assert len(jsonl(out.stream.getvalue())) == 1  # the duplicate was never written
+    assert presenter.events[-2:] == [("finished", True, 1), ("closed",)]
+
+
+def test_a_document_is_read_with_the_job_s_pages_else_the_run_s(corpus):
+    import io
+
+    from snapkv_cli.batch.driver import Recorder, Task, read_document
+    from snapkv_cli.batch.output import StreamOutput
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.runner import RunOptions
+
+    own, default, missing = (Task(Job(name, path, ("Q0", "Q1"), pages=pages), ((0, "Q0"), (1, "Q1")))
+                             for name, path, pages in (("own", corpus["report.pdf"], "3"),
+                                                       ("default", corpus["report.pdf"], None),
+                                                       ("missing", corpus["report.pdf"] + ".missing", None)))
+    out, presenter = StreamOutput(io.StringIO()), Events()
+    recorder = Recorder(out, BatchSummary(), presenter, [own, default, missing])
+    options = RunOptions(pages="1-2")
+    assert [page.number for page in read_document(own, options, recorder).pages] == [3]
+    assert [page.number for page in read_document(default, options, recorder).pages] == [1, 2]
+    assert read_document(missing, options, recorder, describe=lambda error: f"described: {type(error).__name__}") \
+        is None
+    assert jsonl(out.stream.getvalue()) == [
+        {"id": "missing", "document": missing.job.document, "question": question, "question_index": index,
+         "error": "described: UserError"} for index, question in enumerate(("Q0", "Q1"))]
+    assert [event for event in presenter.events if event[0] == "progress"] == [
+        ("progress", f"Reading {task.job.document}...") for task in (own, default, missing)]
+    too_big = read_document(default, RunOptions(max_document_mb=0.0001), recorder)
+    assert too_big is None and "limit for documents" in jsonl(out.stream.getvalue())[-1]["error"]
+
 
 
 WRITER = """
