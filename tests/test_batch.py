@@ -250,6 +250,8 @@ def test_documents_and_questions_given_as_paths_are_checked(tmp_path, monkeypatc
     with pytest.raises(UserError) as caught:
         expand_documents(["a.txt", "*.md"])  # a glob matches files only
     assert str(caught.value) == "no files match *.md"
+    (tmp_path / "b.md").write_text("text")
+    assert expand_documents(["a.txt", "*.md", "[draft].txt"]) == ["a.txt", "b.md", "[draft].txt"]
     (tmp_path / "empty" / ".hidden").mkdir(parents=True)
     (tmp_path / "empty" / ".hidden" / "e.txt").write_text("text")
     (tmp_path / "empty" / "notes.docx").write_text("text")

@@ -54,7 +54,8 @@ def _distinct(questions: Sequence[str]) -> tuple[str, ...]:
 
 # -- documents given as paths ------------------------------------------------------------------------------------
 def _is_document_file(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() in DOCUMENT_SUFFIXES and not path.name.startswith(".")
+    """A file whose name ends as a document's (hidden ones are left out by the folder search that calls this)."""
+    return path.is_file() and path.suffix.lower() in DOCUMENT_SUFFIXES
 
 
 def expand_documents(paths: Sequence[str]) -> list[str]:
