@@ -6,6 +6,7 @@ once, what a rerun skips), never the content of an answer. The Ray executor has 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -906,3 +907,109 @@ def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, frag
     with pytest.raises(InvalidValue) as caught:
         RayExecutor(RunOptions(), workers=workers)._actor_options(FakeRay(*nodes))
     assert message(caught.value).startswith(f"--workers must be {fragment}")
+
+
+# --------------------------------------------------------------------------- the worker and the local executor
+
+
+def small_options(model: str, **more):
+    from snapkv_cli.engine import CompressionSettings
+    from snapkv_cli.generation import GenerationOptions
+    from snapkv_cli.runner import RunOptions
+
+    return RunOptions(model=model, device="cpu", generation=GenerationOptions(max_new_tokens=4),
+                      settings=CompressionSettings(window_size=16, max_capacity_prompt=48), **more)
+
+
+def test_a_worker_turns_each_failure_into_the_line_of_its_question(short_context_model_path, tmp_path):
+    """A document that cannot become a prompt fails each of its questions, a question too long fails alone, the
+    next document starts afresh; an answer's index is its place in the job, and the model's load time goes to the
+    worker's first answer, however many questions failed before it."""
+    from snapkv_cli.batch.worker import BatchWorker
+    from snapkv_cli.documents import load_document
+
+    long, short = tmp_path / "long.txt", tmp_path / "short.txt"
+    long.write_text(NOTES * 6)  # longer than the model's context
+    short.write_text(NOTES)
+    worker = BatchWorker(small_options(short_context_model_path),
+                         describe=lambda error: f"described {type(error).__name__}")
+    with pytest.raises(RuntimeError, match="open a document before asking its questions"):
+        worker.answer(0, "Who?")
+    assert worker.load() is None
+    job = Job("long", str(long), ("Who?", "What?"))
+    worker.open(job, load_document(str(long)), 2)
+    assert [worker.answer(index, question) for index, question in enumerate(job.questions)] == [
+        {"id": "long", "document": str(long), "question": question, "question_index": index,
+         "error": "described PromptTooLong"} for index, question in enumerate(job.questions)]
+    overlong = "Why " * 200
+    job = Job(9, str(short), ("Who?", overlong, "What?"))
+    worker.open(job, load_document(str(short)), 2)
+    failed = worker.answer(1, overlong)
+    assert (failed["id"], failed["question_index"], failed["error"]) == (9, 1, "described PromptTooLong")
+    first, second = worker.answer(2, "What?"), worker.answer(0, "Who?")
+    assert (first["id"], first["question"], first["question_index"]) == (9, "What?", 2)
+    assert (second["id"], second["question"], second["question_index"]) == (9, "Who?", 0)
+    assert first["timings"]["load_s"] > 0 and second["timings"]["load_s"] == 0
+
+
+def test_a_worker_uses_the_job_s_own_template_and_truncation(short_context_model_path, tmp_path):
+    from snapkv_cli.batch.worker import BatchWorker
+    from snapkv_cli.documents import load_document
+    from snapkv_cli.prompting import load_template
+
+    long = tmp_path / "long.txt"
+    long.write_text(NOTES * 6)
+    document = load_document(str(long))
+    lines = []
+    for options in (small_options(short_context_model_path), small_options(short_context_model_path,
+                                                                            truncate="end")):
+        worker = BatchWorker(options)
+        for job in (Job("own", str(long), ("Who?",), truncate="start", template=load_template("summary")),
+                    Job("run's", str(long), ("Who?",))):
+            worker.open(job, document, 1)
+            lines.append(worker.answer(0, "Who?"))
+    own, runs, own_again, cut_by_the_run = lines
+    assert own["prompt"]["template_name"] == "summary" and own["prompt"]["truncated_document_tokens"] > 0
+    assert runs["error"].startswith("the prompt has")  # the run does not truncate: a document too long fails
+    assert comparable(own_again, "memory") == comparable(own)
+    assert cut_by_the_run["prompt"]["template_name"] == "qa" and cut_by_the_run["prompt"][
+        "truncated_document_tokens"] > 0
+
+
+def test_a_worker_that_cannot_load_its_model_says_why(tmp_path):
+    from snapkv_cli.batch.worker import BatchWorker
+
+    missing = tmp_path / "no-model"
+    problem = BatchWorker(small_options(str(missing))).load()
+    assert isinstance(problem, str) and str(missing) in problem
+
+
+def test_the_local_executor_says_where_it_is_and_stops_when_the_model_cannot_load(corpus, tiny_model_path,
+                                                                                    tmp_path):
+    """Progress names the document read and the question asked (its place among the job's questions, skipped
+    ones included); a document that cannot be read fails its questions and the batch goes on; a model that cannot
+    load stops the batch before any line."""
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.local import LocalExecutor
+    from snapkv_cli.batch.output import StreamOutput
+
+    out = StreamOutput(io.StringIO())
+    out.answered = {("b", "Who?")}
+    jobs = [Job("a", corpus["notes.txt"], ("Who?", "What?")), Job("gone", "gone.txt", ("Who?",)),
+            Job("b", corpus["log.md"], ("Who?", "What?"))]
+    presenter = Events()
+    summary = run_batch(jobs, LocalExecutor(small_options(tiny_model_path)), out, presenter)
+    said = [event[1] for event in presenter.events if event[0] == "progress" and event[1].endswith("...")
+            and (event[1].startswith("Reading ") or ": question " in event[1])]
+    notes, log = corpus["notes.txt"], corpus["log.md"]
+    assert said == [f"Reading {notes}...", f"{notes}: question 1 of 2...", f"{notes}: question 2 of 2...",
+                    "Reading gone.txt...", f"Reading {log}...", f"{log}: question 2 of 2..."]
+    lines = jsonl(out.stream.getvalue())
+    assert [(line["id"], line["question_index"], "error" in line) for line in lines] == [
+        ("a", 0, False), ("a", 1, False), ("gone", 0, True), ("b", 1, False)]
+    assert (summary.answered, summary.failed, summary.documents_done) == (3, 1, 3)
+
+    out = StreamOutput(io.StringIO())
+    with pytest.raises(UserError, match="no-model"):
+        run_batch(jobs, LocalExecutor(small_options(str(tmp_path / "no-model"))), out)
+    assert out.stream.getvalue() == ""
