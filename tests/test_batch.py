@@ -1008,8 +1008,28 @@ def test_the_local_executor_says_where_it_is_and_stops_when_the_model_cannot_loa
     assert [(line["id"], line["question_index"], "error" in line) for line in lines] == [
         ("a", 0, False), ("a", 1, False), ("gone", 0, True), ("b", 1, False)]
     assert (summary.answered, summary.failed, summary.documents_done) == (3, 1, 3)
+    assert ("progress", "Loading model...") in presenter.events  # the runner's own progress reaches the batch's
 
     out = StreamOutput(io.StringIO())
     with pytest.raises(UserError, match="no-model"):
         run_batch(jobs, LocalExecutor(small_options(str(tmp_path / "no-model"))), out)
     assert out.stream.getvalue() == ""
+
+
+def test_a_local_batch_loads_its_model_once(corpus, tiny_model_path):
+    """One model for every document of the batch, loaded by the loader given (the one of the package by default)."""
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.local import LocalExecutor
+    from snapkv_cli.batch.output import StreamOutput
+    from snapkv_cli.models.loader import load_model
+
+    loads = []
+
+    def loader(*args, **kwargs):
+        loads.append(args[0])
+        return load_model(*args, **kwargs)
+
+    jobs = [Job(name, corpus[name], ("Who?", "What?")) for name in ("notes.txt", "log.md")]
+    summary = run_batch(jobs, LocalExecutor(small_options(tiny_model_path), load_model=loader),
+                        StreamOutput(io.StringIO()))
+    assert loads == [tiny_model_path] and summary.answered == 4
