@@ -858,9 +858,11 @@ def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path,
 class FakeRay:
     """Just enough of ``ray`` for choosing the actors' resources: a cluster of ``nodes`` (CPUs, GPUs) each."""
 
-    def __init__(self, *nodes: tuple[int, int]):
-        self.node_list = [{"Alive": True, "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
-                          for cpus, gpus in nodes]
+    def __init__(self, *nodes: tuple):
+        """Each node: (CPUs, GPUs) or (CPUs, GPUs, alive); a node that has just died still counts in the totals."""
+        self.node_list = [{"Alive": alive[0] if alive else True,
+                           "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
+                          for cpus, gpus, *alive in nodes]
 
     def cluster_resources(self) -> dict:
         total: dict = {}
@@ -884,6 +886,12 @@ class FakeRay:
     ([(8, 0), (4, 0)], "auto", 3, (3, {"num_cpus": 4}, "auto")),
     ([(8, 0), (4, 0)], "auto", 1, (1, {"num_cpus": 8}, "auto")),
     ([(16, 4)], "cpu", 3, (3, {"num_cpus": 5}, "cpu")),  # --device cpu on a GPU cluster: CPU actors
+    ([(8, 1)], "auto", None, (1, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(16, 2)], "cuda", 1, (1, {"num_gpus": 1, "num_cpus": 1}, "cuda")),
+    # a node that is gone holds no actor
+    ([(8, 0), (4, 0, False)], "auto", None, (1, {"num_cpus": 8}, "auto")),
+    ([(2, 0), (8, 0, False)], "auto", 3, (3, {"num_cpus": 1}, "auto")),
+    ([(4, 0, False)], "auto", None, (1, {"num_cpus": 1}, "auto")),
 ])
 def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
     from snapkv_cli.batch.ray_executor import RayExecutor
@@ -895,8 +903,9 @@ def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
     assert (executor.workers, resources, options.device) == expected
 
 
-@pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU"),
-                                                      ([(2, 0)], 3, "at most 2: the cluster's CPUs")])
+@pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU of the cluster"),
+                                                      ([(2, 0)], 3, "at most 2: the cluster's CPUs"),
+                                                      ([(1, 0)], 2, "at most 1: the cluster's CPUs")])
 def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, fragment):
     from snapkv_cli.batch.ray_executor import RayExecutor
     from snapkv_cli.cli.errors import message
@@ -906,7 +915,7 @@ def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, frag
     monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
     with pytest.raises(InvalidValue) as caught:
         RayExecutor(RunOptions(), workers=workers)._actor_options(FakeRay(*nodes))
-    assert message(caught.value).startswith(f"--workers must be {fragment}")
+    assert message(caught.value) == f"--workers must be {fragment}, got {workers}"
 
 
 # --------------------------------------------------------------------------- the worker and the local executor
@@ -1033,3 +1042,97 @@ def test_a_local_batch_loads_its_model_once(corpus, tiny_model_path):
     summary = run_batch(jobs, LocalExecutor(small_options(tiny_model_path), load_model=loader),
                         StreamOutput(io.StringIO()))
     assert loads == [tiny_model_path] and summary.answered == 4
+
+
+class StartingRay(FakeRay):
+    """A ``ray`` that this process has not joined yet: ``init`` records its arguments, or fails with ``error``."""
+
+    def __init__(self, *nodes, error: BaseException | None = None):
+        super().__init__(*nodes)
+        self.error, self.calls, self.initialized = error, [], False
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def init(self, **arguments) -> None:
+        self.calls.append(arguments)
+        if self.error is not None:
+            raise self.error
+        self.initialized = True
+
+
+@pytest.mark.parametrize("address, environment, dashboard", [
+    (None, None, {"include_dashboard": False}),  # a Ray of its own, started here: no dashboard
+    ("10.0.0.5:6379", None, {}), (None, "10.0.0.7:6379", {})])
+def test_ray_is_joined_or_started_quietly(monkeypatch, address, environment, dashboard):
+    """The executor joins the cluster named (``--ray-address``, else ``RAY_ADDRESS``) or starts one; Ray's own logs
+    stay off the terminal; a process that has joined Ray already is not joined again."""
+    import logging
+
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    if environment is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", environment)
+    fake = StartingRay((2, 0))
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    executor = RayExecutor(RunOptions(), address=address)
+    assert executor._connect(fake) is True
+    assert fake.calls == [{"address": address, "logging_level": logging.ERROR, "log_to_driver": False, **dashboard}]
+    assert executor._connect(fake) is False and len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("error", [ConnectionError("no cluster\n  answers there"),
+                                   RuntimeError("no cluster answers there"), ValueError("no  cluster answers there")])
+@pytest.mark.parametrize("address, environment, where", [
+    ("10.0.0.5:6379", "10.0.0.7:6379", "10.0.0.5:6379"), (None, "10.0.0.7:6379", "10.0.0.7:6379"),
+    (None, None, "a local Ray")])
+def test_a_ray_that_cannot_be_joined_is_a_user_error(monkeypatch, error, address, environment, where):
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    if environment is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", environment)
+    fake = StartingRay((2, 0), error=error)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(UserError) as caught:
+        RayExecutor(RunOptions(), address=address)._connect(fake)
+    assert str(caught.value) == f"cannot start or join the Ray cluster at {where}: no cluster answers there"
+
+
+def test_ray_executor_workers(monkeypatch):
+    """At least one worker; before the cluster is seen, as many as asked for, else one."""
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.cli.errors import message
+    from snapkv_cli.errors import InvalidValue
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.setitem(sys.modules, "ray", FakeRay((4, 0)))
+    with pytest.raises(InvalidValue) as caught:
+        RayExecutor(RunOptions(), workers=0)
+    assert message(caught.value) == "--workers must be at least 1, got 0"
+    assert RayExecutor(RunOptions(), workers=1).workers == 1 and RayExecutor(RunOptions(), workers=3).workers == 3
+    assert RayExecutor(RunOptions()).workers == 1
+
+
+def test_a_ray_that_fails_to_import_says_why(monkeypatch, tmp_path):
+    """Ray installed but broken (a module it needs is missing): the reason is the import's, not "not installed"."""
+    from snapkv_cli.batch.ray_executor import import_ray
+    from snapkv_cli.errors import RayUnavailable
+
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("import snapkv_missing_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    with pytest.raises(RayUnavailable) as caught:
+        import_ray()
+    assert str(caught.value) == ("running on Ray needs Ray, but importing it failed (No module named "
+                                 "'snapkv_missing_dependency'): pip install 'snapkv-cli[ray]'")
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(RayUnavailable) as caught:
+        import_ray()
+    assert str(caught.value) == "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'"
