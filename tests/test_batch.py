@@ -309,8 +309,10 @@ def test_output_refuses_a_foreign_file_and_a_second_writer(tmp_path):
         AnswerFile(str(foreign))
     assert foreign.read_text() == "Dear diary,\nnot JSON\n"  # untouched
     first = AnswerFile(str(tmp_path / "out.jsonl"))
-    with pytest.raises(OutputInUse):
+    with pytest.raises(OutputInUse) as caught:
         AnswerFile(str(tmp_path / "out.jsonl"))
+    assert str(caught.value) == (f"{tmp_path / 'out.jsonl'} is being written by another snapkv batch; wait for it, "
+                                 "or write to another file")
     first.close()
     AnswerFile(str(tmp_path / "out.jsonl")).close()
 
