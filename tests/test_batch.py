@@ -463,12 +463,13 @@ def test_a_running_summary_counts_time_until_now():
 def test_plan_skips_answered_questions_and_keeps_their_places():
     from snapkv_cli.batch.driver import plan
 
-    jobs = [Job("a", "a.txt", ("Q0", "Q1", "Q2")), Job("b", "b.txt", ("Q0",)), Job(3, "c.txt", ("Q0", "Q1"))]
-    answered = {("a", "Q1"), ("b", "Q0"), ("3", "Q0"), ("c.txt", "Q1"), ("z", "Q0")}
+    jobs = [Job("a", "a.txt", ("Q0", "Q1", "Q2")), Job("b", "b.txt", ("Q0",)), Job(3, "c.txt", ("Q0", "Q1")),
+            Job("e", "e.txt", ("Q0", "Q1"))]
+    answered = {("a", "Q1"), ("b", "Q0"), ("3", "Q0"), ("c.txt", "Q1"), ("z", "Q0"), ("e", "Q1"), ("e", "Q0")}
     tasks, skipped_documents, skipped_questions = plan(jobs, answered)
     assert [(task.job.id, task.questions, task.attempt) for task in tasks] == [
         ("a", ((0, "Q0"), (2, "Q2")), 1), (3, ((0, "Q0"), (1, "Q1")), 1)]
-    assert (skipped_documents, skipped_questions) == (1, 2)
+    assert (skipped_documents, skipped_questions) == (2, 4)
 
 
 class Events(BatchPresenter):
@@ -1119,6 +1120,7 @@ def test_ray_executor_workers(monkeypatch):
     assert message(caught.value) == "--workers must be at least 1, got 0"
     assert RayExecutor(RunOptions(), workers=1).workers == 1 and RayExecutor(RunOptions(), workers=3).workers == 3
     assert RayExecutor(RunOptions()).workers == 1
+    assert RayExecutor(RunOptions()).assignments() == {}  # no actor works on any job before the run
 
 
 def test_a_ray_that_fails_to_import_says_why(monkeypatch, tmp_path):
