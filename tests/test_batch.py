@@ -354,11 +354,11 @@ def test_output_counts_what_a_rerun_skips_and_keeps(tmp_path):
 def test_output_reads_a_file_of_several_megabytes(tmp_path):
     """The answers of a long earlier run (lines longer than any read buffer included) are all found."""
     path = tmp_path / "out.jsonl"
-    lines = [answer(f"doc{number}", "Q", answer="y" * (number * 997 % 50_000)) for number in range(150)]
-    lines.insert(75, answer("huge", "Q", answer="z" * 2_500_000))
+    lines = [answer(f"doc{number:06}", f"Q{number:06}", answer=number) for number in range(40_000)]
+    lines.insert(20_000, answer("huge", "Q", answer="z" * 2_500_000))
     path.write_bytes(b"".join(encode(line) for line in lines))
     out = AnswerFile(str(path))
-    assert out.answered == {(line["id"], "Q") for line in lines}
+    assert out.answered == {(line["id"], line["question"]) for line in lines}
     out.close()
 
 
@@ -501,7 +501,7 @@ class Events(BatchPresenter):
 
 class Scripted:
     """An executor that answers every question at once, except those of a job whose id starts with "broken" (error
-    lines), and reports one of its workers dead on the way; ``twice``: it gives the first question two lines."""
+    lines), and reports a worker dead after each other job; ``twice``: it gives the first question two lines."""
 
     def __init__(self, workers: int = 1, twice: bool = False):
         self.workers, self.twice, self.given = workers, twice, None
@@ -521,8 +521,7 @@ class Scripted:
                 recorder.line(line)
                 if self.twice:
                     recorder.line(line)
-            if task is tasks[0]:
-                recorder.worker_failed("worker 1 died")
+            recorder.worker_failed(f"worker of {task.job.id} died")
 
 
 def test_run_batch_writes_counts_and_tells_every_line_once(tmp_path):
@@ -540,9 +539,10 @@ def test_run_batch_writes_counts_and_tells_every_line_once(tmp_path):
     assert executor.given == [("a", ((1, "Q1"), (2, "Q2"))), ("broken", ((0, "Q0"), (1, "Q1"))), ("d", ((0, "Q0"),))]
     assert presenter.events == [
         ("started", 3, 5, 1, 3, 3), ("progress", "working"),
-        ("line", "a", "Q1", False, 1, 0), ("line", "a", "Q2", False, 2, 1), ("worker failed", "worker 1 died", 1),
+        ("line", "a", "Q1", False, 1, 0), ("line", "a", "Q2", False, 2, 1), ("worker failed", "worker of a died", 1),
         ("line", "broken", "Q0", True, 3, 1), ("line", "broken", "Q1", True, 4, 2),
-        ("line", "d", "Q0", False, 5, 3), ("finished", True, 5), ("closed",)]
+        ("line", "d", "Q0", False, 5, 3), ("worker failed", "worker of d died", 2), ("finished", True, 5),
+        ("closed",)]
     written = jsonl(path.read_text())[3:]
     assert [(line["id"], line["question"], line["question_index"]) for line in written] == [
         ("a", "Q1", 1), ("a", "Q2", 2), ("broken", "Q0", 0), ("broken", "Q1", 1), ("d", "Q0", 0)]
@@ -550,7 +550,7 @@ def test_run_batch_writes_counts_and_tells_every_line_once(tmp_path):
                           "error": "it broke"}
     assert summary.to_json() | {"seconds": None} == {
         "documents": 3, "questions": 5, "skipped_documents": 1, "skipped_questions": 3, "workers": 3,
-        "documents_done": 3, "answered": 3, "failed": 2, "worker_failures": 1, "tokens": 3 * (10 - 4 + 2),
+        "documents_done": 3, "answered": 3, "failed": 2, "worker_failures": 2, "tokens": 3 * (10 - 4 + 2),
         "seconds": None, "answer_seconds": 3 * 0.75, "kv_bytes_before": 300, "kv_bytes_after": 120}
 
 
@@ -863,8 +863,8 @@ class FakeRay:
 
     def __init__(self, *nodes: tuple):
         """Each node: (CPUs, GPUs) or (CPUs, GPUs, alive); a node that has just died still counts in the totals."""
-        self.node_list = [{"Alive": alive[0] if alive else True,
-                           "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
+        self.node_list = [{"Alive": alive[0] if alive else True,  # as Ray, resources it has none of are left out
+                           "Resources": {**({"CPU": cpus} if cpus else {}), **({"GPU": gpus} if gpus else {})}}
                           for cpus, gpus, *alive in nodes]
 
     def cluster_resources(self) -> dict:
@@ -895,6 +895,9 @@ class FakeRay:
     ([(8, 0), (4, 0, False)], "auto", None, (1, {"num_cpus": 8}, "auto")),
     ([(2, 0), (8, 0, False)], "auto", 3, (3, {"num_cpus": 1}, "auto")),
     ([(4, 0, False)], "auto", None, (1, {"num_cpus": 1}, "auto")),
+    # a head node that lends no CPU (ray start --num-cpus=0)
+    ([(0, 2)], "auto", None, (2, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(0, 0), (6, 0)], "auto", 2, (2, {"num_cpus": 3}, "auto")),
 ])
 def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
     from snapkv_cli.batch.ray_executor import RayExecutor
@@ -908,7 +911,8 @@ def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
 
 @pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU of the cluster"),
                                                       ([(2, 0)], 3, "at most 2: the cluster's CPUs"),
-                                                      ([(1, 0)], 2, "at most 1: the cluster's CPUs")])
+                                                      ([(1, 0)], 2, "at most 1: the cluster's CPUs"),
+                                                      ([(0, 0)], 2, "at most 0: the cluster's CPUs")])
 def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, fragment):
     from snapkv_cli.batch.ray_executor import RayExecutor
     from snapkv_cli.cli.errors import message
