@@ -327,7 +327,8 @@ def test_output_lines_are_compact_utf8_json(tmp_path, capsys):
     out = AnswerFile(str(tmp_path / "out.jsonl"))
     out.write(line)
     out.close()
-    out.close()  # closing twice is harmless
+    out.close()  # closing twice is harmless: no other file is closed
+    os.fstat(1)
     assert (tmp_path / "out.jsonl").read_bytes() == expected.encode("utf-8")
     stream = StreamOutput()  # stdout
     assert (stream.path, stream.repaired_bytes, stream.answered) == (None, 0, set())
@@ -388,6 +389,20 @@ def test_output_refused_for_a_bad_line_names_it_and_lets_the_file_go(tmp_path):
     out = AnswerFile(str(path))
     assert out.answered == {("a", "Q1")}
     out.close()
+
+
+def test_an_output_opened_as_the_first_descriptor_is_let_go(tmp_path):
+    """In a process started with its stdin closed the output gets descriptor 0: closing it still lets the file go."""
+    saved = os.dup(0)
+    try:
+        os.close(0)
+        first = AnswerFile(str(tmp_path / "out.jsonl"))
+        assert first.fd == 0
+        first.close()
+        AnswerFile(str(tmp_path / "out.jsonl")).close()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
 
 
 def test_a_new_output_file_is_readable_by_others(tmp_path):

@@ -92,7 +92,7 @@ class RayExecutor(Executor):
         """The resources of one actor and the options its model loads with; sets ``self.workers``."""
         resources = ray.cluster_resources()
         gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
-        node_cpus = [int(node.get("Resources", {}).get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
+        node_cpus = [int(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
         on_gpus = gpus > 0 and self.options.device != "cpu"
         workers = self.requested_workers or (gpus if on_gpus else max(1, len(node_cpus)))
         options = self.options
