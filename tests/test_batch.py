@@ -235,10 +235,16 @@ def test_a_jobs_file_that_cannot_be_read(tmp_path, write, message):
     assert str(caught.value) == message.format(path=path)
 
 
-def test_a_jobs_file_in_utf8(tmp_path):
+def test_a_jobs_file_is_read_as_utf8_whatever_the_locale(tmp_path):
     path = tmp_path / "jobs.jsonl"
     path.write_bytes('{"document": "café.txt", "question": "Où?"}\n'.encode())
     assert read_jobs(str(path)) == [Job("café.txt", "café.txt", ("Où?",))]
+    code = ("import sys; from snapkv_cli.batch.jobs import read_jobs; (job,) = read_jobs(sys.argv[1]); "
+            "print(ascii((job.document, job.questions)))")
+    environment = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}  # an ASCII locale
+    result = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, env=environment, capture_output=True,
+                            timeout=120)
+    assert result.stdout == b"('caf\\xe9.txt', ('O\\xf9?',))\n", result.stderr
 
 
 def test_documents_and_questions_given_as_paths_are_checked(tmp_path, monkeypatch):
