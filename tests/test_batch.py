@@ -970,8 +970,9 @@ def test_a_worker_turns_each_failure_into_the_line_of_its_question(short_context
     short.write_text(NOTES)
     worker = BatchWorker(small_options(short_context_model_path),
                          describe=lambda error: f"described {type(error).__name__}")
-    with pytest.raises(RuntimeError, match="open a document before asking its questions"):
+    with pytest.raises(RuntimeError) as caught:
         worker.answer(0, "Who?")
+    assert str(caught.value) == "open a document before asking its questions"
     assert worker.load() is None
     job = Job("long", str(long), ("Who?", "What?"))
     worker.open(job, load_document(str(long)), 2)
@@ -1014,11 +1015,20 @@ def test_a_worker_uses_the_job_s_own_template_and_truncation(short_context_model
 
 
 def test_a_worker_that_cannot_load_its_model_says_why(tmp_path):
+    """load() gives the reason; a document opened all the same gets the reason as the error of each question."""
     from snapkv_cli.batch.worker import BatchWorker
+    from snapkv_cli.documents import load_document
 
     missing = tmp_path / "no-model"
     problem = BatchWorker(small_options(str(missing))).load()
     assert isinstance(problem, str) and str(missing) in problem
+    worker = BatchWorker(small_options(str(missing)), describe=lambda error: f"described: {error}")
+    (tmp_path / "a.txt").write_text(NOTES)
+    job = Job("a", str(tmp_path / "a.txt"), ("Who?", "What?"))
+    worker.open(job, load_document(job.document), 2)
+    assert [worker.answer(index, question) for index, question in ((1, "What?"), (0, "Who?"))] == [
+        {"id": "a", "document": job.document, "question": question, "question_index": index,
+         "error": f"described: {problem}"} for index, question in ((1, "What?"), (0, "Who?"))]
 
 
 def test_the_local_executor_says_where_it_is_and_stops_when_the_model_cannot_load(corpus, tiny_model_path,
