@@ -513,6 +513,9 @@ class Events(BatchPresenter):
     def progress(self, message: str) -> None:
         self.events.append(("progress", message))
 
+    def phase(self, name: str, total, unit: str) -> None:
+        self.events.append(("phase", name))
+
     def finished(self, summary) -> None:
         self.events.append(("finished", summary.finished is not None, summary.done))
 
@@ -1056,6 +1059,11 @@ def test_the_local_executor_says_where_it_is_and_stops_when_the_model_cannot_loa
         ("a", 0, False), ("a", 1, False), ("gone", 0, True), ("b", 1, False)]
     assert (summary.answered, summary.failed, summary.documents_done) == (3, 1, 3)
     assert ("progress", "Loading model...") in presenter.events  # the runner's own progress reaches the batch's
+    # a document with two questions left keeps its prefix for both; one with one left is prefilled in one pass,
+    # as ask does (the rest of b was answered before)
+    prefills = [event[1] for event in presenter.events if event[0] == "phase" and not event[1].startswith("Answering")]
+    assert [name.split(":")[0] for name in prefills] == ["Reading the document", "Prefill", "Prefill", "Prefill"]
+    assert "after the" in prefills[1] and "after the" in prefills[2] and "after the" not in prefills[3]
 
     out = StreamOutput(io.StringIO())
     with pytest.raises(UserError, match="no-model"):
