@@ -221,6 +221,7 @@ def test_a_jobs_line_s_values_as_read(tmp_path):
     ("folder", "jobs file {path} is a folder; give a JSONL file with one job per line"),
     (b"", "no jobs in {path}: write one JSON object per line"),
     (b"\n  \n\n", "no jobs in {path}: write one JSON object per line"),
+    ("under a file", "cannot read jobs file {path}: Not a directory"),
     (b'{"document": "caf\xe9.txt"}\n',
      "cannot read jobs file {path}: 'utf-8' codec can't decode byte 0xe9 in position 17: invalid continuation byte"),
 ])
@@ -228,6 +229,9 @@ def test_a_jobs_file_that_cannot_be_read(tmp_path, write, message):
     path = tmp_path / "jobs.jsonl"
     if write == "folder":
         path.mkdir()
+    elif write == "under a file":
+        (tmp_path / "notes.txt").write_text("notes")
+        path = tmp_path / "notes.txt" / "jobs.jsonl"
     elif write is not None:
         path.write_bytes(write)
     with pytest.raises(UserError) as caught:
@@ -515,6 +519,9 @@ class Events(BatchPresenter):
 
     def phase(self, name: str, total, unit: str) -> None:
         self.events.append(("phase", name))
+
+    def question(self, question: str, index: int, total) -> None:
+        self.events.append(("question", question[:10], index))
 
     def finished(self, summary) -> None:
         self.events.append(("finished", summary.finished is not None, summary.done))
@@ -1046,18 +1053,23 @@ def test_the_local_executor_says_where_it_is_and_stops_when_the_model_cannot_loa
     out = StreamOutput(io.StringIO())
     out.answered = {("b", "Who?")}
     jobs = [Job("a", corpus["notes.txt"], ("Who?", "What?")), Job("gone", "gone.txt", ("Who?",)),
-            Job("b", corpus["log.md"], ("Who?", "What?"))]
+            Job("b", corpus["log.md"], ("Who?", "What?")), Job("c", corpus["notes.txt"], ("Why " * 20_000,))]
     presenter = Events()
-    summary = run_batch(jobs, LocalExecutor(small_options(tiny_model_path)), out, presenter)
+    executor = LocalExecutor(small_options(tiny_model_path), describe=lambda error: f"described {type(error).__name__}")
+    summary = run_batch(jobs, executor, out, presenter)
     said = [event[1] for event in presenter.events if event[0] == "progress" and event[1].endswith("...")
             and (event[1].startswith("Reading ") or ": question " in event[1])]
     notes, log = corpus["notes.txt"], corpus["log.md"]
     assert said == [f"Reading {notes}...", f"{notes}: question 1 of 2...", f"{notes}: question 2 of 2...",
-                    "Reading gone.txt...", f"Reading {log}...", f"{log}: question 2 of 2..."]
+                    "Reading gone.txt...", f"Reading {log}...", f"{log}: question 2 of 2...", f"Reading {notes}...",
+                    f"{notes}: question 1 of 1..."]
     lines = jsonl(out.stream.getvalue())
-    assert [(line["id"], line["question_index"], "error" in line) for line in lines] == [
-        ("a", 0, False), ("a", 1, False), ("gone", 0, True), ("b", 1, False)]
-    assert (summary.answered, summary.failed, summary.documents_done) == (3, 1, 3)
+    assert [(line["id"], line["question_index"], line.get("error")) for line in lines] == [
+        ("a", 0, None), ("a", 1, None), ("gone", 0, "described UserError"), ("b", 1, None),
+        ("c", 0, "described PromptTooLong")]  # the question is longer than the model's context
+    assert (summary.answered, summary.failed, summary.documents_done) == (3, 2, 4)
+    assert [event[1:] for event in presenter.events if event[0] == "question"] == [
+        ("Who?", 0), ("What?", 1), ("What?", 1), ("Why Why Wh", 0)]  # each asked as the job's question, by place
     assert ("progress", "Loading model...") in presenter.events  # the runner's own progress reaches the batch's
     # a document with two questions left keeps its prefix for both; one with one left is prefilled in one pass,
     # as ask does (the rest of b was answered before)
