@@ -153,6 +153,10 @@ def test_killed_actors_lose_no_answer_and_duplicate_none(cluster, jobs, options,
     for message, killed in zip(presenter.messages, presenter.killed):
         assert f"died on {dict((job.id, job.document) for job in jobs)[killed]}; its 1 unanswered question(s) go " \
                "to another worker" in message
+    # the question given to another worker is that document's only one there: prefilled in one pass, as ask does,
+    # so no prefix of its own is timed
+    retried = [line for line in lines if line["id"] in presenter.killed and line["question_index"] == 1]
+    assert len(retried) == 2 and all(line["prefix"]["seconds"] == 0.0 for line in retried)
     # a rerun finds nothing left to do
     again = AnswerFile(str(path))
     assert len(again.answered) == 12
