@@ -1195,3 +1195,38 @@ def test_a_ray_that_fails_to_import_says_why(monkeypatch, tmp_path):
     with pytest.raises(RayUnavailable) as caught:
         import_ray()
     assert str(caught.value) == "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'"
+
+
+class FailingRay(StartingRay):
+    """A Ray whose actors cannot be created (the cluster went away): records whether it was shut down."""
+
+    def __init__(self, *nodes, initialized: bool):
+        super().__init__(*nodes)
+        self.initialized, self.shut_down = initialized, False
+
+    def remote(self, cls):
+        raise ConnectionError("the cluster went away")
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+
+@pytest.mark.parametrize("joined_before", [False, True])
+def test_a_ray_started_for_a_batch_is_shut_down_at_its_end(monkeypatch, joined_before):
+    """Even when the run fails: a Ray the executor started is shut down; one this process had joined before is
+    left running for it."""
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.output import StreamOutput
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    fake = FailingRay((2, 0), initialized=joined_before)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setitem(sys.modules, "ray.exceptions", type(sys)("ray.exceptions"))
+    sys.modules["ray.exceptions"].RayActorError = type("RayActorError", (Exception,), {})
+    out = StreamOutput(io.StringIO())
+    with pytest.raises(ConnectionError, match="the cluster went away"):
+        run_batch([Job("a", "a.txt", ("Who?",))], RayExecutor(RunOptions(), workers=1), out)
+    assert fake.shut_down is not joined_before and len(fake.calls) == (0 if joined_before else 1)
+    assert out.stream.getvalue() == ""
