@@ -6,6 +6,7 @@ once, what a rerun skips), never the content of an answer. The Ray executor has 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import snapkv_cli.cli as cli
 from snapkv_cli.batch.jobs import Job, expand_documents, jobs_from_paths, read_jobs
 from snapkv_cli.batch.output import AnswerFile, encode
 from snapkv_cli.errors import BadJob, OutputInUse, UserError
+from snapkv_cli.presenters import BatchPresenter
 from tests.example_writer import make_examples
 from tests.helpers import assert_user_error, record_loaded_forwards
 
@@ -117,31 +119,169 @@ def test_jobs_file(tmp_path):
     assert read_jobs("-", stdin=io.StringIO(path.read_text()), default_questions=["D?"])[0] == acme
 
 
+KEYS = "id, document, question, questions, pages, truncate, template"
+
+
 @pytest.mark.parametrize("line, reason", [
-    ("not json", "line 2: not JSON"),
-    ("[1, 2]", "line 2: not a JSON object"),
-    ('{"document": "a.txt", "pages": "1", "colour": "red"}', "line 2: unknown key 'colour'"),
-    ('{"question": "Who?"}', "line 2: no document"),
-    ('{"document": "a.txt"}', "line 2: no question"),
-    ('{"document": "a.txt", "question": "Who?", "questions": ["What?"]}', "not both"),
-    ('{"document": "a.txt", "questions": []}', "questions must be a non-empty list"),
-    ('{"document": "a.txt", "question": " "}', "question must be a non-empty string"),
-    ('{"id": true, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer"),
+    ("not json", "not JSON (Expecting value); write one JSON object per line"),
+    ('{"document": "a.txt",', "not JSON (Expecting property name enclosed in double quotes); write one JSON object "
+                              "per line"),
+    ("[1, 2]", "not a JSON object; write one object per line"),
+    ('"a.txt"', "not a JSON object; write one object per line"),
+    ('{"document": "a.txt", "pages": "1", "colour": "red", "size": 2}', f"unknown key 'colour': a job has {KEYS}"),
+    ('{"question": "Who?"}', "no document: every job needs a document path"),
+    ('{"document": 5, "question": "Who?"}', "document must be a non-empty string, got 5"),
+    ('{"document": " ", "question": "Who?"}', 'document must be a non-empty string, got " "'),
+    ('{"document": "a.txt"}', "no question: give question or questions, or questions for every job"),
+    ('{"document": "a.txt", "question": "Who?", "questions": ["What?"]}', "give question or questions, not both"),
+    ('{"document": "a.txt", "questions": []}', "questions must be a non-empty list of strings"),
+    ('{"document": "a.txt", "questions": "Who?"}', "questions must be a non-empty list of strings"),
+    ('{"document": "a.txt", "questions": ["Who?", 3]}', "every question must be a non-empty string, got 3"),
+    ('{"document": "a.txt", "questions": ["Who?", ""]}', 'every question must be a non-empty string, got ""'),
+    ('{"document": "a.txt", "question": " "}', 'question must be a non-empty string, got " "'),
+    ('{"document": "a.txt", "question": 12}', "question must be a non-empty string, got 12"),
+    ('{"document": "a.txt", "question": ["Who?"]}', 'question must be a non-empty string, got ["Who?"]'),
+    ('{"id": true, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer, got true"),
+    ('{"id": "", "document": "a.txt", "question": "Who?"}', 'id must be a string or an integer, got ""'),
+    ('{"id": 1.5, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer, got 1.5"),
+    ('{"id": null, "document": "a.txt", "question": "Who?"}', "id must be a string or an integer, got null"),
     ('{"id": "first", "document": "b.txt", "question": "Who?"}', 'id "first" is already used on line 1'),
-    ('{"document": "a.txt", "question": "Who?", "truncate": "sideways"}', "truncate must be one of middle"),
-    ('{"document": "a.txt", "question": "Who?", "template": "no-such-template"}', "unknown template"),
+    ('{"document": "first", "question": "Who?"}', 'id "first" is already used on line 1'),  # the document's id
+    ('{"id": 7, "document": "c.txt", "question": "Who?"}', "id 7 is already used on line 2"),
+    ('{"document": "a.txt", "question": "Who?", "truncate": "sideways"}',
+     'truncate must be one of middle, start, end, got "sideways"'),
+    ('{"document": "a.txt", "question": "Who?", "truncate": 1}', "truncate must be one of middle, start, end, got 1"),
+    ('{"document": "a.txt", "question": "Who?", "template": 5}', "template must be a non-empty string, got 5"),
     ('{"document": "a.txt", "question": "Who?", "pages": true}', "pages must be a non-empty string, got true"),
     ('{"document": "a.txt", "question": "Who?", "pages": 2.5}', "pages must be a non-empty string, got 2.5"),
+    ('{"document": "a.txt", "question": "Who?", "pages": ""}', 'pages must be a non-empty string, got ""'),
+])
+def test_bad_jobs_name_their_line(tmp_path, line, reason):
+    """Every rule of a jobs line, with its whole message and the line it names (blank lines count: they are lines
+    of the file)."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"document": "first", "question": "Who?"}\n'
+                    '{"id": 7, "document": "b.txt", "question": "Who?"}\n'
+                    "\n" + line + "\n"
+                    '{"id": "later", "document": "z.txt", "question": "Who?"}\n')
+    with pytest.raises(BadJob) as caught:
+        read_jobs(str(path))
+    assert str(caught.value) == f"{path} line 4: {reason}"
+    assert (caught.value.source, caught.value.line, caught.value.reason) == (str(path), 4, reason)
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ('{"document": "a.txt", "question": "Who?", "template": "no-such-template"}', "unknown template"),
     ('{"document": "a.txt", "question": "Who?", "pages": "x"}', "invalid page selection 'x'"),
     ('{"document": "a.txt", "question": "Who?", "pages": "3-1"}', "range 3-1 is reversed"),
     ('{"document": "a.txt", "question": "Who?", "pages": 0}', "pages are numbered from 1"),
 ])
-def test_bad_jobs_name_their_line(tmp_path, line, reason):
+def test_a_job_s_bad_pages_or_template_is_refused_with_ask_s_reason(tmp_path, line, fragment):
+    """The reason of a job's pages or template is the one ask gives for the same flag value; the line is named."""
     path = tmp_path / "jobs.jsonl"
-    path.write_text('{"id": "first", "document": "a.txt", "question": "Who?"}\n' + line + "\n")
+    path.write_text("\n" + line + "\n")
     with pytest.raises(BadJob) as caught:
         read_jobs(str(path))
-    assert str(caught.value).startswith(f"{path} line 2: ") and reason in str(caught.value)
+    assert str(caught.value).startswith(f"{path} line 2: ") and fragment in caught.value.reason
+    assert caught.value.line == 2
+
+
+def test_bad_jobs_on_stdin_name_stdin(monkeypatch):
+    import io
+
+    with pytest.raises(BadJob) as caught:
+        read_jobs("-", stdin=io.StringIO('{"document": "a.txt", "question": "Who?"}\n{"document": "b.txt"}\n'))
+    assert str(caught.value) == ("<stdin> line 2: no question: give question or questions, or questions for every "
+                                 "job")
+    # without a stream given, the process's stdin
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"document": "a.txt"}\n'))
+    assert read_jobs("-", ["Who?"]) == [Job("a.txt", "a.txt", ("Who?",))]
+
+
+def test_a_jobs_line_s_values_as_read(tmp_path):
+    """What a valid line becomes: text stripped, questions distinct in the order asked, a number of pages as text,
+    null options as not given, the id (a string or an integer, 0 included) defaulting to the document."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(json.dumps(job) for job in [
+        {"document": "  a.txt ", "questions": [" Who? ", "What?", "Who?", "What? "], "pages": 2},
+        {"id": 0, "document": "b.txt", "question": " Why? ", "pages": " 1-3 ", "truncate": None, "template": None},
+        {"id": "0", "document": "c.txt", "pages": None, "truncate": "end", "template": " qa_base "},
+        {"id": "d", "document": "d.txt", "questions": ["Own?"]},
+    ]) + "\n\n  \n")
+    a, b, c, d = read_jobs(str(path), [" Default? ", "Other?", "Default?"])
+    assert a == Job("a.txt", "a.txt", ("Who?", "What?"), pages="2")
+    assert b == Job(0, "b.txt", ("Why?",), pages="1-3")
+    assert (c.id, c.document, c.questions, c.pages, c.truncate) == ("0", "c.txt", ("Default?", "Other?"), None, "end")
+    assert c.template.name == "qa_base"
+    assert d == Job("d", "d.txt", ("Own?",))  # a job's own questions replace the run's
+
+
+@pytest.mark.parametrize("write, message", [
+    (None, "jobs file not found: {path}; give a JSONL file with one job per line"),
+    ("folder", "jobs file {path} is a folder; give a JSONL file with one job per line"),
+    (b"", "no jobs in {path}: write one JSON object per line"),
+    (b"\n  \n\n", "no jobs in {path}: write one JSON object per line"),
+    ("under a file", "cannot read jobs file {path}: Not a directory"),
+    (b'{"document": "caf\xe9.txt"}\n',
+     "cannot read jobs file {path}: 'utf-8' codec can't decode byte 0xe9 in position 17: invalid continuation byte"),
+])
+def test_a_jobs_file_that_cannot_be_read(tmp_path, write, message):
+    path = tmp_path / "jobs.jsonl"
+    if write == "folder":
+        path.mkdir()
+    elif write == "under a file":
+        (tmp_path / "notes.txt").write_text("notes")
+        path = tmp_path / "notes.txt" / "jobs.jsonl"
+    elif write is not None:
+        path.write_bytes(write)
+    with pytest.raises(UserError) as caught:
+        read_jobs(str(path), ["Who?"])
+    assert str(caught.value) == message.format(path=path)
+
+
+def test_a_jobs_file_is_read_as_utf8_whatever_the_locale(tmp_path):
+    path = tmp_path / "jobs.jsonl"
+    path.write_bytes('{"document": "café.txt", "question": "Où?"}\n'.encode())
+    assert read_jobs(str(path)) == [Job("café.txt", "café.txt", ("Où?",))]
+    code = ("import sys; from snapkv_cli.batch.jobs import read_jobs; (job,) = read_jobs(sys.argv[1]); "
+            "print(ascii((job.document, job.questions)))")
+    environment = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}  # an ASCII locale
+    result = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, env=environment, capture_output=True,
+                            timeout=120)
+    assert result.stdout == b"('caf\\xe9.txt', ('O\\xf9?',))\n", result.stderr
+
+
+def test_documents_and_questions_given_as_paths_are_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.txt").write_text("text")
+    (tmp_path / "[draft].txt").write_text("text")  # a file whose name looks like a glob is taken as it is
+    (tmp_path / "folder.md").mkdir()  # a folder named like a document is not one
+    (tmp_path / "folder.md" / "inner.txt").write_text("text")
+    assert expand_documents(["[draft].txt"]) == ["[draft].txt"]
+    with pytest.raises(UserError) as caught:
+        expand_documents(["a.txt", "*.md"])  # a glob matches files only
+    assert str(caught.value) == "no files match *.md"
+    (tmp_path / "b.md").write_text("text")
+    assert expand_documents(["a.txt", "*.md", "[draft].txt"]) == ["a.txt", "b.md", "[draft].txt"]
+    (tmp_path / "empty" / ".hidden").mkdir(parents=True)
+    (tmp_path / "empty" / ".hidden" / "e.txt").write_text("text")
+    (tmp_path / "empty" / "notes.docx").write_text("text")
+    with pytest.raises(UserError) as caught:
+        expand_documents(["empty"])
+    assert str(caught.value) == "no documents in the folder empty: it holds no PDF, .txt, .md or .html files"
+    with pytest.raises(UserError) as caught:
+        expand_documents(["a.txt", "-"])
+    assert str(caught.value) == ("a batch reads its documents from files: give their paths, or a jobs file (- for jobs"
+                                 " on stdin)")
+    with pytest.raises(UserError) as caught:
+        jobs_from_paths([], ["Who?"])
+    assert str(caught.value) == "no documents: give files, folders or globs, or a jobs file"
+    with pytest.raises(UserError) as caught:
+        jobs_from_paths(["a.txt"], [])
+    assert str(caught.value) == "no questions: give the questions to ask of every document"
+    with pytest.raises(UserError) as caught:
+        jobs_from_paths(["a.txt"], ["Who?", "  "])
+    assert str(caught.value) == "a question is empty: every question needs some text"
 
 
 # --------------------------------------------------------------------------- the resumable output
@@ -179,10 +319,327 @@ def test_output_refuses_a_foreign_file_and_a_second_writer(tmp_path):
         AnswerFile(str(foreign))
     assert foreign.read_text() == "Dear diary,\nnot JSON\n"  # untouched
     first = AnswerFile(str(tmp_path / "out.jsonl"))
-    with pytest.raises(OutputInUse):
+    with pytest.raises(OutputInUse) as caught:
         AnswerFile(str(tmp_path / "out.jsonl"))
+    assert str(caught.value) == (f"{tmp_path / 'out.jsonl'} is being written by another snapkv batch; wait for it, "
+                                 "or write to another file")
     first.close()
     AnswerFile(str(tmp_path / "out.jsonl")).close()
+
+
+def test_output_lines_are_compact_utf8_json(tmp_path, capsys):
+    """A line is written as UTF-8 text (not \\u escapes), one JSON object and its newline, to a file or stdout."""
+    from snapkv_cli.batch.output import StreamOutput
+
+    line = {"id": "café", "question": "Où?", "answer": "Zürich", "n": [1, 2]}
+    expected = '{"id": "café", "question": "Où?", "answer": "Zürich", "n": [1, 2]}\n'
+    assert encode(line) == expected.encode("utf-8")
+    out = AnswerFile(str(tmp_path / "out.jsonl"))
+    out.write(line)
+    out.close()
+    out.close()  # closing twice is harmless: no other file is closed
+    os.fstat(1)
+    assert (tmp_path / "out.jsonl").read_bytes() == expected.encode("utf-8")
+    stream = StreamOutput()  # stdout
+    assert (stream.path, stream.repaired_bytes, stream.answered) == (None, 0, set())
+    stream.write(line)
+    stream.close()
+    assert capsys.readouterr().out == expected
+
+
+def test_output_counts_what_a_rerun_skips_and_keeps(tmp_path):
+    """Only answer lines are skipped by a rerun, by (id, question); error lines are counted; blank lines are
+    ignored; a tail of blanks after the last line is dropped and is not counted as repaired."""
+    path = tmp_path / "out.jsonl"
+    lines = [answer("a", "Q1"), {"id": "a", "question": "Q2", "error": "x"}, answer("a", "Q3", error="y"),
+             {"id": "b", "question": "Q1"}, answer(1, "Q1"), answer("1", "Q2"), {"id": "c", "error": "z"}]
+    data = b"".join(encode(line) for line in lines[:3]) + b"\n  \n" + b"".join(encode(line) for line in lines[3:])
+    path.write_bytes(data + b"  \t")
+    out = AnswerFile(str(path))
+    assert out.answered == {("a", "Q1"), (1, "Q1"), ("1", "Q2")}
+    assert (out.earlier_errors, out.repaired_bytes) == (3, 0)
+    out.close()
+    assert path.read_bytes() == data
+
+
+def test_output_reads_a_file_of_several_megabytes(tmp_path):
+    """The answers of a long earlier run (lines longer than any read buffer included) are all found."""
+    path = tmp_path / "out.jsonl"
+    lines = [answer(f"doc{number:06}", f"Q{number:06}", answer=number) for number in range(40_000)]
+    lines.insert(20_000, answer("huge", "Q", answer="z" * 2_500_000))
+    path.write_bytes(b"".join(encode(line) for line in lines))
+    out = AnswerFile(str(path))
+    assert out.answered == {(line["id"], line["question"]) for line in lines}
+    out.close()
+
+
+def test_output_that_cannot_be_opened(tmp_path):
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    with pytest.raises(UserError) as caught:
+        AnswerFile(str(folder))
+    assert str(caught.value) == f"the output {folder} is a folder; give a file path"
+    missing = tmp_path / "no" / "out.jsonl"
+    with pytest.raises(UserError) as caught:
+        AnswerFile(str(missing))
+    assert str(caught.value) == f"cannot open the output {missing}: No such file or directory"
+
+
+def test_output_refused_for_a_bad_line_names_it_and_lets_the_file_go(tmp_path):
+    """A line that is not a JSON object names its line number (blank lines count); the file is not held after the
+    refusal, so once mended it opens."""
+    path = tmp_path / "out.jsonl"
+    good = encode(answer("a", "Q1"))
+    path.write_bytes(good + b"\n" + b"[1, 2]\n" + encode(answer("b", "Q1")))
+    with pytest.raises(UserError) as caught:
+        AnswerFile(str(path))
+    assert str(caught.value) == (f"{path} line 3 is not a JSON object, so it was not written by snapkv batch; give "
+                                 "another output file")
+    path.write_bytes(good)
+    out = AnswerFile(str(path))
+    assert out.answered == {("a", "Q1")}
+    out.close()
+
+
+def test_an_output_opened_as_the_first_descriptor_is_let_go(tmp_path):
+    """In a process started with its stdin closed the output gets descriptor 0: closing it still lets the file go."""
+    saved = os.dup(0)
+    try:
+        os.close(0)
+        first = AnswerFile(str(tmp_path / "out.jsonl"))
+        assert first.fd == 0
+        first.close()
+        AnswerFile(str(tmp_path / "out.jsonl")).close()
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
+def test_a_new_output_file_is_readable_by_others(tmp_path):
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        AnswerFile(str(tmp_path / "out.jsonl")).close()
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "out.jsonl").stat().st_mode) == 0o644
+
+
+# --------------------------------------------------------------------------- lines, summary, driver
+
+
+def test_an_error_line_names_the_job_the_question_and_the_error():
+    from snapkv_cli.batch.lines import describe_error, error_line
+
+    job = Job(7, "docs/a.txt", ("Q0", "Q1"))
+    assert list(error_line(job, 1, "Q1", "it broke").items()) == [
+        ("id", 7), ("document", "docs/a.txt"), ("question", "Q1"), ("question_index", 1), ("error", "it broke")]
+    assert describe_error(UserError("file not found: a.txt")) == "file not found: a.txt"
+    assert describe_error(ValueError("bad\n   value\there ")) == "ValueError: bad value here"
+    assert describe_error(KeyError("k")) == "KeyError: 'k'"
+
+
+def answer_of(job_id, question, index=0, *, prompt, reused, generated, times, before, after):
+    """An answer line with the fields the summary counts (the rest of ask's object left out)."""
+    return {"id": job_id, "question": question, "question_index": index, "answer": "x", "prompt_tokens": prompt,
+            "reused_prefix_tokens": reused, "generated_tokens": generated,
+            "timings": dict(zip(("prefix_s", "prefill_s", "decode_s", "load_s"), times)),
+            "cache": {"bytes_before": before, "bytes_after": after}}
+
+
+def test_the_summary_s_numbers():
+    from snapkv_cli.batch.summary import BatchSummary
+
+    summary = BatchSummary(documents=3, questions=5, skipped_documents=1, skipped_questions=2, workers=2,
+                           started=100.0)
+    assert summary.seconds_per_question is None and summary.done == 0
+    summary.record(answer_of("a", "Q1", prompt=300, reused=0, generated=7, times=(0.25, 0.5, 1.0, 9.0), before=4000,
+                             after=1000))
+    summary.record({"id": "a", "question": "Q2", "question_index": 1, "error": "broken"})
+    summary.record(answer_of("b", "Q1", prompt=320, reused=290, generated=3, times=(0.0, 0.125, 0.25, 0.0),
+                             before=5000, after=1500))
+    summary.documents_done, summary.worker_failures = 1, 1
+    summary.finished = 104.0
+    assert (summary.answered, summary.failed, summary.done) == (2, 1, 3)
+    assert summary.tokens == (300 + 7) + (320 - 290 + 3)
+    assert summary.answer_seconds == 0.25 + 0.5 + 1.0 + 0.125 + 0.25  # load times are not the answers'
+    assert (summary.seconds, summary.seconds_per_question, summary.tokens_per_second) == (4.0, 2.0, 340 / 4)
+    assert summary.kv_bytes_saved == (4000 + 5000) - (1000 + 1500)
+    assert summary.to_json() == {
+        "documents": 3, "questions": 5, "skipped_documents": 1, "skipped_questions": 2, "workers": 2,
+        "documents_done": 1, "answered": 2, "failed": 1, "worker_failures": 1, "tokens": 340, "seconds": 4.0,
+        "answer_seconds": 2.125, "kv_bytes_before": 9000, "kv_bytes_after": 2500}
+    summary.finished, summary.answer_seconds = 100.123456, 1.0004
+    assert summary.to_json()["seconds"] == 0.123 and summary.to_json()["answer_seconds"] == 1.0
+    summary.finished = 100.0  # no time at all: no rate rather than a division by zero
+    assert summary.tokens_per_second == 0.0
+
+
+def test_a_running_summary_counts_time_until_now():
+    from snapkv_cli.batch.summary import BatchSummary
+
+    before = time.perf_counter()
+    summary = BatchSummary()
+    time.sleep(0.01)
+    assert 0.01 <= summary.seconds <= time.perf_counter() - before
+
+
+def test_plan_skips_answered_questions_and_keeps_their_places():
+    from snapkv_cli.batch.driver import plan
+
+    jobs = [Job("a", "a.txt", ("Q0", "Q1", "Q2")), Job("b", "b.txt", ("Q0",)), Job(3, "c.txt", ("Q0", "Q1")),
+            Job("e", "e.txt", ("Q0", "Q1"))]
+    answered = {("a", "Q1"), ("b", "Q0"), ("3", "Q0"), ("c.txt", "Q1"), ("z", "Q0"), ("e", "Q1"), ("e", "Q0")}
+    tasks, skipped_documents, skipped_questions = plan(jobs, answered)
+    assert [(task.job.id, task.questions, task.attempt) for task in tasks] == [
+        ("a", ((0, "Q0"), (2, "Q2")), 1), (3, ((0, "Q0"), (1, "Q1")), 1)]
+    assert (skipped_documents, skipped_questions) == (2, 4)
+
+
+class Events(BatchPresenter):
+    """What a batch tells its presenter, in order."""
+
+    def __init__(self):
+        self.events: list[tuple] = []
+
+    def started(self, summary) -> None:
+        self.events.append(("started", summary.documents, summary.questions, summary.skipped_documents,
+                            summary.skipped_questions, summary.workers))
+
+    def recorded(self, line: dict, summary) -> None:
+        self.events.append(("line", line["id"], line["question"], "error" in line, summary.done,
+                            summary.documents_done))
+
+    def worker_failed(self, message: str, summary) -> None:
+        self.events.append(("worker failed", message, summary.worker_failures))
+
+    def progress(self, message: str) -> None:
+        self.events.append(("progress", message))
+
+    def phase(self, name: str, total, unit: str) -> None:
+        self.events.append(("phase", name))
+
+    def question(self, question: str, index: int, total) -> None:
+        self.events.append(("question", question[:10], index))
+
+    def finished(self, summary) -> None:
+        self.events.append(("finished", summary.finished is not None, summary.done))
+
+    def close(self) -> None:
+        self.events.append(("closed",))
+
+
+class Scripted:
+    """An executor that answers every question at once, except those of a job whose id starts with "broken" (error
+    lines), and reports a worker dead after each other job; ``twice``: it gives the first question two lines."""
+
+    def __init__(self, workers: int = 1, twice: bool = False):
+        self.workers, self.twice, self.given = workers, twice, None
+
+    def run(self, tasks, recorder) -> None:
+        self.given = [(task.job.id, task.questions) for task in tasks]
+        recorder.status("working")
+        for task in tasks:
+            if str(task.job.id).startswith("broken"):
+                recorder.fail(task, "it broke")
+                continue
+            for index, question in task.questions:
+                line = {"id": task.job.id, "question": question, "question_index": index, "answer": "x",
+                        "prompt_tokens": 10, "reused_prefix_tokens": 4, "generated_tokens": 2,
+                        "timings": {"prefix_s": 0.0, "prefill_s": 0.5, "decode_s": 0.25, "load_s": 0.0},
+                        "cache": {"bytes_before": 100, "bytes_after": 40}}
+                recorder.line(line)
+                if self.twice:
+                    recorder.line(line)
+            recorder.worker_failed(f"worker of {task.job.id} died")
+
+
+def test_run_batch_writes_counts_and_tells_every_line_once(tmp_path):
+    """The driver skips what the output answers, hands the rest out, writes each line once, and counts a document
+    done when its last question has a line; the presenter hears it all, the end included."""
+    from snapkv_cli.batch.driver import run_batch
+
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(encode(answer("a", "Q0")) + encode(answer("c", "Q0")) + encode(answer("c", "Q1")))
+    jobs = [Job("a", "a.txt", ("Q0", "Q1", "Q2")), Job("broken", "b.txt", ("Q0", "Q1")),
+            Job("c", "c.txt", ("Q0", "Q1")), Job("d", "d.txt", ("Q0",))]
+    out, presenter, executor = AnswerFile(str(path)), Events(), Scripted(workers=3)
+    summary = run_batch(jobs, executor, out, presenter)
+    out.close()
+    assert executor.given == [("a", ((1, "Q1"), (2, "Q2"))), ("broken", ((0, "Q0"), (1, "Q1"))), ("d", ((0, "Q0"),))]
+    assert presenter.events == [
+        ("started", 3, 5, 1, 3, 3), ("progress", "working"),
+        ("line", "a", "Q1", False, 1, 0), ("line", "a", "Q2", False, 2, 1), ("worker failed", "worker of a died", 1),
+        ("line", "broken", "Q0", True, 3, 1), ("line", "broken", "Q1", True, 4, 2),
+        ("line", "d", "Q0", False, 5, 3), ("worker failed", "worker of d died", 2), ("finished", True, 5),
+        ("closed",)]
+    written = jsonl(path.read_text())[3:]
+    assert [(line["id"], line["question"], line["question_index"]) for line in written] == [
+        ("a", "Q1", 1), ("a", "Q2", 2), ("broken", "Q0", 0), ("broken", "Q1", 1), ("d", "Q0", 0)]
+    assert written[2] == {"id": "broken", "document": "b.txt", "question": "Q0", "question_index": 0,
+                          "error": "it broke"}
+    assert summary.to_json() | {"seconds": None} == {
+        "documents": 3, "questions": 5, "skipped_documents": 1, "skipped_questions": 3, "workers": 3,
+        "documents_done": 3, "answered": 3, "failed": 2, "worker_failures": 2, "tokens": 3 * (10 - 4 + 2),
+        "seconds": None, "answer_seconds": 3 * 0.75, "kv_bytes_before": 300, "kv_bytes_after": 120}
+
+
+def test_run_batch_with_nothing_left_starts_no_worker(tmp_path):
+    import io
+
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.output import StreamOutput
+
+    out, presenter, executor = StreamOutput(io.StringIO()), Events(), Scripted()
+    out.answered = {("a", "Q0"), ("a", "Q1")}
+    summary = run_batch([Job("a", "a.txt", ("Q0", "Q1"))], executor, out, presenter)
+    assert executor.given is None and out.stream.getvalue() == ""
+    assert presenter.events == [("started", 0, 0, 1, 2, 1), ("finished", True, 0), ("closed",)]
+    assert summary.finished is not None and summary.seconds == summary.finished - summary.started
+    assert run_batch([Job("a", "a.txt", ("Q0",))], Scripted(), StreamOutput(io.StringIO())).answered == 1
+
+
+def test_a_second_line_for_a_question_stops_the_batch_and_it_still_ends(tmp_path):
+    import io
+
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.output import StreamOutput
+
+    out, presenter = StreamOutput(io.StringIO()), Events()
+    with pytest.raises(RuntimeError, match=re.escape("a second line for ('a', 'Q0')")):
+        run_batch([Job("a", "a.txt", ("Q0",))], Scripted(twice=True), out, presenter)
+    assert len(jsonl(out.stream.getvalue())) == 1  # the duplicate was never written
+    assert presenter.events[-2:] == [("finished", True, 1), ("closed",)]
+
+
+def test_a_document_is_read_with_the_job_s_pages_else_the_run_s(corpus):
+    import io
+
+    from snapkv_cli.batch.driver import Recorder, Task, read_document
+    from snapkv_cli.batch.output import StreamOutput
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.runner import RunOptions
+
+    own, default, missing = (Task(Job(name, path, ("Q0", "Q1"), pages=pages), ((0, "Q0"), (1, "Q1")))
+                             for name, path, pages in (("own", corpus["report.pdf"], "3"),
+                                                       ("default", corpus["report.pdf"], None),
+                                                       ("missing", corpus["report.pdf"] + ".missing", None)))
+    out, presenter = StreamOutput(io.StringIO()), Events()
+    recorder = Recorder(out, BatchSummary(), presenter, [own, default, missing])
+    options = RunOptions(pages="1-2")
+    assert [page.number for page in read_document(own, options, recorder).pages] == [3]
+    assert [page.number for page in read_document(default, options, recorder).pages] == [1, 2]
+    assert read_document(missing, options, recorder, describe=lambda error: f"described: {type(error).__name__}") \
+        is None
+    assert jsonl(out.stream.getvalue()) == [
+        {"id": "missing", "document": missing.job.document, "question": question, "question_index": index,
+         "error": "described: UserError"} for index, question in enumerate(("Q0", "Q1"))]
+    assert [event for event in presenter.events if event[0] == "progress"] == [
+        ("progress", f"Reading {task.job.document}...") for task in (own, default, missing)]
+    too_big = read_document(default, RunOptions(max_document_mb=0.0001), recorder)
+    assert too_big is None and "limit for documents" in jsonl(out.stream.getvalue())[-1]["error"]
+
 
 
 WRITER = """
@@ -435,9 +892,11 @@ def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path,
 class FakeRay:
     """Just enough of ``ray`` for choosing the actors' resources: a cluster of ``nodes`` (CPUs, GPUs) each."""
 
-    def __init__(self, *nodes: tuple[int, int]):
-        self.node_list = [{"Alive": True, "Resources": {"CPU": cpus, **({"GPU": gpus} if gpus else {})}}
-                          for cpus, gpus in nodes]
+    def __init__(self, *nodes: tuple):
+        """Each node: (CPUs, GPUs) or (CPUs, GPUs, alive); a node that has just died still counts in the totals."""
+        self.node_list = [{"Alive": alive[0] if alive else True,  # as Ray, resources it has none of are left out
+                           "Resources": {**({"CPU": cpus} if cpus else {}), **({"GPU": gpus} if gpus else {})}}
+                          for cpus, gpus, *alive in nodes]
 
     def cluster_resources(self) -> dict:
         total: dict = {}
@@ -461,6 +920,15 @@ class FakeRay:
     ([(8, 0), (4, 0)], "auto", 3, (3, {"num_cpus": 4}, "auto")),
     ([(8, 0), (4, 0)], "auto", 1, (1, {"num_cpus": 8}, "auto")),
     ([(16, 4)], "cpu", 3, (3, {"num_cpus": 5}, "cpu")),  # --device cpu on a GPU cluster: CPU actors
+    ([(8, 1)], "auto", None, (1, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(16, 2)], "cuda", 1, (1, {"num_gpus": 1, "num_cpus": 1}, "cuda")),
+    # a node that is gone holds no actor
+    ([(8, 0), (4, 0, False)], "auto", None, (1, {"num_cpus": 8}, "auto")),
+    ([(2, 0), (8, 0, False)], "auto", 3, (3, {"num_cpus": 1}, "auto")),
+    ([(4, 0, False)], "auto", None, (1, {"num_cpus": 1}, "auto")),
+    # a head node that lends no CPU (ray start --num-cpus=0)
+    ([(0, 2)], "auto", None, (2, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(0, 0), (6, 0)], "auto", 2, (2, {"num_cpus": 3}, "auto")),
 ])
 def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
     from snapkv_cli.batch.ray_executor import RayExecutor
@@ -472,8 +940,10 @@ def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
     assert (executor.workers, resources, options.device) == expected
 
 
-@pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU"),
-                                                      ([(2, 0)], 3, "at most 2: the cluster's CPUs")])
+@pytest.mark.parametrize("nodes, workers, fragment", [([(16, 2)], 3, "at most 2: one worker per GPU of the cluster"),
+                                                      ([(2, 0)], 3, "at most 2: the cluster's CPUs"),
+                                                      ([(1, 0)], 2, "at most 1: the cluster's CPUs"),
+                                                      ([(0, 0)], 2, "at most 0: the cluster's CPUs")])
 def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, fragment):
     from snapkv_cli.batch.ray_executor import RayExecutor
     from snapkv_cli.cli.errors import message
@@ -483,4 +953,280 @@ def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, frag
     monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
     with pytest.raises(InvalidValue) as caught:
         RayExecutor(RunOptions(), workers=workers)._actor_options(FakeRay(*nodes))
-    assert message(caught.value).startswith(f"--workers must be {fragment}")
+    assert message(caught.value) == f"--workers must be {fragment}, got {workers}"
+
+
+# --------------------------------------------------------------------------- the worker and the local executor
+
+
+def small_options(model: str, **more):
+    from snapkv_cli.engine import CompressionSettings
+    from snapkv_cli.generation import GenerationOptions
+    from snapkv_cli.runner import RunOptions
+
+    return RunOptions(model=model, device="cpu", generation=GenerationOptions(max_new_tokens=4),
+                      settings=CompressionSettings(window_size=16, max_capacity_prompt=48), **more)
+
+
+def test_a_worker_turns_each_failure_into_the_line_of_its_question(short_context_model_path, tmp_path):
+    """A document that cannot become a prompt fails each of its questions, a question too long fails alone, the
+    next document starts afresh; an answer's index is its place in the job, and the model's load time goes to the
+    worker's first answer, however many questions failed before it."""
+    from snapkv_cli.batch.worker import BatchWorker
+    from snapkv_cli.documents import load_document
+
+    long, short = tmp_path / "long.txt", tmp_path / "short.txt"
+    long.write_text(NOTES * 6)  # longer than the model's context
+    short.write_text(NOTES)
+    worker = BatchWorker(small_options(short_context_model_path),
+                         describe=lambda error: f"described {type(error).__name__}")
+    with pytest.raises(RuntimeError) as caught:
+        worker.answer(0, "Who?")
+    assert str(caught.value) == "open a document before asking its questions"
+    assert worker.load() is None
+    job = Job("long", str(long), ("Who?", "What?"))
+    worker.open(job, load_document(str(long)), 2)
+    assert [worker.answer(index, question) for index, question in enumerate(job.questions)] == [
+        {"id": "long", "document": str(long), "question": question, "question_index": index,
+         "error": "described PromptTooLong"} for index, question in enumerate(job.questions)]
+    overlong = "Why " * 200
+    job = Job(9, str(short), ("Who?", overlong, "What?"))
+    worker.open(job, load_document(str(short)), 2)
+    failed = worker.answer(1, overlong)
+    assert (failed["id"], failed["question_index"], failed["error"]) == (9, 1, "described PromptTooLong")
+    first, second = worker.answer(2, "What?"), worker.answer(0, "Who?")
+    assert (first["id"], first["question"], first["question_index"]) == (9, "What?", 2)
+    assert (second["id"], second["question"], second["question_index"]) == (9, "Who?", 0)
+    assert first["timings"]["load_s"] > 0 and second["timings"]["load_s"] == 0
+
+
+def test_a_worker_uses_the_job_s_own_template_and_truncation(short_context_model_path, tmp_path):
+    from snapkv_cli.batch.worker import BatchWorker
+    from snapkv_cli.documents import load_document
+    from snapkv_cli.prompting import load_template
+
+    long = tmp_path / "long.txt"
+    long.write_text(NOTES * 6)
+    document = load_document(str(long))
+    lines = []
+    for options in (small_options(short_context_model_path), small_options(short_context_model_path,
+                                                                            truncate="end")):
+        worker = BatchWorker(options)
+        for job in (Job("own", str(long), ("Who?",), truncate="start", template=load_template("summary")),
+                    Job("run's", str(long), ("Who?",))):
+            worker.open(job, document, 1)
+            lines.append(worker.answer(0, "Who?"))
+    own, runs, own_again, cut_by_the_run = lines
+    assert own["prompt"]["template_name"] == "summary" and own["prompt"]["truncated_document_tokens"] > 0
+    assert runs["error"].startswith("the prompt has")  # the run does not truncate: a document too long fails
+    assert comparable(own_again, "memory") == comparable(own)
+    assert cut_by_the_run["prompt"]["template_name"] == "qa" and cut_by_the_run["prompt"][
+        "truncated_document_tokens"] > 0
+
+
+def test_a_worker_that_cannot_load_its_model_says_why(tmp_path):
+    """load() gives the reason; a document opened all the same gets the reason as the error of each question."""
+    from snapkv_cli.batch.worker import BatchWorker
+    from snapkv_cli.documents import load_document
+
+    missing = tmp_path / "no-model"
+    problem = BatchWorker(small_options(str(missing))).load()
+    assert isinstance(problem, str) and str(missing) in problem
+    worker = BatchWorker(small_options(str(missing)), describe=lambda error: f"described: {error}")
+    (tmp_path / "a.txt").write_text(NOTES)
+    job = Job("a", str(tmp_path / "a.txt"), ("Who?", "What?"))
+    worker.open(job, load_document(job.document), 2)
+    assert [worker.answer(index, question) for index, question in ((1, "What?"), (0, "Who?"))] == [
+        {"id": "a", "document": job.document, "question": question, "question_index": index,
+         "error": f"described: {problem}"} for index, question in ((1, "What?"), (0, "Who?"))]
+
+
+def test_the_local_executor_says_where_it_is_and_stops_when_the_model_cannot_load(corpus, tiny_model_path,
+                                                                                    tmp_path):
+    """Progress names the document read and the question asked (its place among the job's questions, skipped
+    ones included); a document that cannot be read fails its questions and the batch goes on; a model that cannot
+    load stops the batch before any line."""
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.local import LocalExecutor
+    from snapkv_cli.batch.output import StreamOutput
+
+    out = StreamOutput(io.StringIO())
+    out.answered = {("b", "Who?")}
+    jobs = [Job("a", corpus["notes.txt"], ("Who?", "What?")), Job("gone", "gone.txt", ("Who?",)),
+            Job("b", corpus["log.md"], ("Who?", "What?")), Job("c", corpus["notes.txt"], ("Why " * 20_000,))]
+    presenter = Events()
+    executor = LocalExecutor(small_options(tiny_model_path), describe=lambda error: f"described {type(error).__name__}")
+    summary = run_batch(jobs, executor, out, presenter)
+    said = [event[1] for event in presenter.events if event[0] == "progress" and event[1].endswith("...")
+            and (event[1].startswith("Reading ") or ": question " in event[1])]
+    notes, log = corpus["notes.txt"], corpus["log.md"]
+    assert said == [f"Reading {notes}...", f"{notes}: question 1 of 2...", f"{notes}: question 2 of 2...",
+                    "Reading gone.txt...", f"Reading {log}...", f"{log}: question 2 of 2...", f"Reading {notes}...",
+                    f"{notes}: question 1 of 1..."]
+    lines = jsonl(out.stream.getvalue())
+    assert [(line["id"], line["question_index"], line.get("error")) for line in lines] == [
+        ("a", 0, None), ("a", 1, None), ("gone", 0, "described UserError"), ("b", 1, None),
+        ("c", 0, "described PromptTooLong")]  # the question is longer than the model's context
+    assert (summary.answered, summary.failed, summary.documents_done) == (3, 2, 4)
+    assert [event[1:] for event in presenter.events if event[0] == "question"] == [
+        ("Who?", 0), ("What?", 1), ("What?", 1), ("Why Why Wh", 0)]  # each asked as the job's question, by place
+    assert ("progress", "Loading model...") in presenter.events  # the runner's own progress reaches the batch's
+    # a document with two questions left keeps its prefix for both; one with one left is prefilled in one pass,
+    # as ask does (the rest of b was answered before)
+    prefills = [event[1] for event in presenter.events if event[0] == "phase" and not event[1].startswith("Answering")]
+    assert [name.split(":")[0] for name in prefills] == ["Reading the document", "Prefill", "Prefill", "Prefill"]
+    assert "after the" in prefills[1] and "after the" in prefills[2] and "after the" not in prefills[3]
+
+    out = StreamOutput(io.StringIO())
+    with pytest.raises(UserError, match="no-model"):
+        run_batch(jobs, LocalExecutor(small_options(str(tmp_path / "no-model"))), out)
+    assert out.stream.getvalue() == ""
+
+
+def test_a_local_batch_loads_its_model_once(corpus, tiny_model_path):
+    """One model for every document of the batch, loaded by the loader given (the one of the package by default)."""
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.local import LocalExecutor
+    from snapkv_cli.batch.output import StreamOutput
+    from snapkv_cli.models.loader import load_model
+
+    loads = []
+
+    def loader(*args, **kwargs):
+        loads.append(args[0])
+        return load_model(*args, **kwargs)
+
+    jobs = [Job(name, corpus[name], ("Who?", "What?")) for name in ("notes.txt", "log.md")]
+    summary = run_batch(jobs, LocalExecutor(small_options(tiny_model_path), load_model=loader),
+                        StreamOutput(io.StringIO()))
+    assert loads == [tiny_model_path] and summary.answered == 4
+
+
+class StartingRay(FakeRay):
+    """A ``ray`` that this process has not joined yet: ``init`` records its arguments, or fails with ``error``."""
+
+    def __init__(self, *nodes, error: BaseException | None = None):
+        super().__init__(*nodes)
+        self.error, self.calls, self.initialized = error, [], False
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def init(self, **arguments) -> None:
+        self.calls.append(arguments)
+        if self.error is not None:
+            raise self.error
+        self.initialized = True
+
+
+@pytest.mark.parametrize("address, environment, dashboard", [
+    (None, None, {"include_dashboard": False}),  # a Ray of its own, started here: no dashboard
+    ("10.0.0.5:6379", None, {}), (None, "10.0.0.7:6379", {})])
+def test_ray_is_joined_or_started_quietly(monkeypatch, address, environment, dashboard):
+    """The executor joins the cluster named (``--ray-address``, else ``RAY_ADDRESS``) or starts one; Ray's own logs
+    stay off the terminal; a process that has joined Ray already is not joined again."""
+    import logging
+
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    if environment is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", environment)
+    fake = StartingRay((2, 0))
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    executor = RayExecutor(RunOptions(), address=address)
+    assert executor._connect(fake) is True
+    assert fake.calls == [{"address": address, "logging_level": logging.ERROR, "log_to_driver": False, **dashboard}]
+    assert executor._connect(fake) is False and len(fake.calls) == 1
+
+
+@pytest.mark.parametrize("error", [ConnectionError("no cluster\n  answers there"),
+                                   RuntimeError("no cluster answers there"), ValueError("no  cluster answers there")])
+@pytest.mark.parametrize("address, environment, where", [
+    ("10.0.0.5:6379", "10.0.0.7:6379", "10.0.0.5:6379"), (None, "10.0.0.7:6379", "10.0.0.7:6379"),
+    (None, None, "a local Ray")])
+def test_a_ray_that_cannot_be_joined_is_a_user_error(monkeypatch, error, address, environment, where):
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    if environment is None:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("RAY_ADDRESS", environment)
+    fake = StartingRay((2, 0), error=error)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with pytest.raises(UserError) as caught:
+        RayExecutor(RunOptions(), address=address)._connect(fake)
+    assert str(caught.value) == f"cannot start or join the Ray cluster at {where}: no cluster answers there"
+
+
+def test_ray_executor_workers(monkeypatch):
+    """At least one worker; before the cluster is seen, as many as asked for, else one."""
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.cli.errors import message
+    from snapkv_cli.errors import InvalidValue
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.setitem(sys.modules, "ray", FakeRay((4, 0)))
+    with pytest.raises(InvalidValue) as caught:
+        RayExecutor(RunOptions(), workers=0)
+    assert message(caught.value) == "--workers must be at least 1, got 0"
+    assert RayExecutor(RunOptions(), workers=1).workers == 1 and RayExecutor(RunOptions(), workers=3).workers == 3
+    assert RayExecutor(RunOptions()).workers == 1
+    assert RayExecutor(RunOptions()).assignments() == {}  # no actor works on any job before the run
+
+
+def test_a_ray_that_fails_to_import_says_why(monkeypatch, tmp_path):
+    """Ray installed but broken (a module it needs is missing): the reason is the import's, not "not installed"."""
+    from snapkv_cli.batch.ray_executor import import_ray
+    from snapkv_cli.errors import RayUnavailable
+
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("import snapkv_missing_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "ray", raising=False)
+    with pytest.raises(RayUnavailable) as caught:
+        import_ray()
+    assert str(caught.value) == ("running on Ray needs Ray, but importing it failed (No module named "
+                                 "'snapkv_missing_dependency'): pip install 'snapkv-cli[ray]'")
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(RayUnavailable) as caught:
+        import_ray()
+    assert str(caught.value) == "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'"
+
+
+class FailingRay(StartingRay):
+    """A Ray whose actors cannot be created (the cluster went away): records whether it was shut down."""
+
+    def __init__(self, *nodes, initialized: bool):
+        super().__init__(*nodes)
+        self.initialized, self.shut_down = initialized, False
+
+    def remote(self, cls):
+        raise ConnectionError("the cluster went away")
+
+    def shutdown(self) -> None:
+        self.shut_down = True
+
+
+@pytest.mark.parametrize("joined_before", [False, True])
+def test_a_ray_started_for_a_batch_is_shut_down_at_its_end(monkeypatch, joined_before):
+    """Even when the run fails: a Ray the executor started is shut down; one this process had joined before is
+    left running for it."""
+    from snapkv_cli.batch.driver import run_batch
+    from snapkv_cli.batch.output import StreamOutput
+    from snapkv_cli.batch.ray_executor import RayExecutor
+    from snapkv_cli.runner import RunOptions
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    fake = FailingRay((2, 0), initialized=joined_before)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setitem(sys.modules, "ray.exceptions", type(sys)("ray.exceptions"))
+    sys.modules["ray.exceptions"].RayActorError = type("RayActorError", (Exception,), {})
+    out = StreamOutput(io.StringIO())
+    with pytest.raises(ConnectionError, match="the cluster went away"):
+        run_batch([Job("a", "a.txt", ("Who?",))], RayExecutor(RunOptions(), workers=1), out)
+    assert fake.shut_down is not joined_before and len(fake.calls) == (0 if joined_before else 1)
+    assert out.stream.getvalue() == ""

@@ -91,9 +91,12 @@ def assert_same_lines(lines: list[dict], local_lines: dict) -> None:
 
 def test_two_actors_answer_like_one_process(cluster, jobs, options, local_lines, tmp_path):
     out = AnswerFile(str(tmp_path / "ray.jsonl"))
-    executor = RayExecutor(options, workers=2)
-    summary = run_batch(jobs, executor, out)
+    executor, presenter = RayExecutor(options, workers=2), WorkerMessages()
+    summary = run_batch(jobs, executor, out, presenter)
     out.close()
+    assert presenter.said[:2] == ["Starting Ray...", "Loading the model on 2 Ray workers..."]
+    assert "0 of 6 documents on 2 Ray workers..." in presenter.said
+    assert executor.assignments() == {} and presenter.messages == []
     lines = jsonl((tmp_path / "ray.jsonl").read_text())
     assert_same_lines(lines, local_lines)
     for line in lines:  # nothing was lost: each document was prefilled once for both questions, as in one process
@@ -103,13 +106,17 @@ def test_two_actors_answer_like_one_process(cluster, jobs, options, local_lines,
 
 
 class WorkerMessages(BatchPresenter):
-    """Collects what the batch says of its workers that died."""
+    """Collects what the batch says of its workers that died, and its progress."""
 
     def __init__(self):
         self.messages: list[str] = []
+        self.said: list[str] = []
 
     def worker_failed(self, message: str, summary) -> None:
         self.messages.append(message)
+
+    def progress(self, message: str) -> None:
+        self.said.append(message)
 
 
 class Kill(WorkerMessages):
@@ -146,6 +153,10 @@ def test_killed_actors_lose_no_answer_and_duplicate_none(cluster, jobs, options,
     for message, killed in zip(presenter.messages, presenter.killed):
         assert f"died on {dict((job.id, job.document) for job in jobs)[killed]}; its 1 unanswered question(s) go " \
                "to another worker" in message
+    # the question given to another worker is that document's only one there: prefilled in one pass, as ask does,
+    # so no prefix of its own is timed
+    retried = [line for line in lines if line["id"] in presenter.killed and line["question_index"] == 1]
+    assert len(retried) == 2 and all(line["prefix"]["seconds"] == 0.0 for line in retried)
     # a rerun finds nothing left to do
     again = AnswerFile(str(path))
     assert len(again.answered) == 12
@@ -207,3 +218,42 @@ def test_a_document_that_kills_every_worker_fails_after_max_attempts(cluster, jo
     assert summary.worker_failures == 2 and len(presenter.messages) == 2, presenter.messages
     assert "its last try (2 workers died on it)" in presenter.messages[1]
     assert summary.answered == 4 and summary.failed == 2
+
+
+def test_a_model_that_cannot_load_stops_a_ray_batch(cluster, jobs, options, tmp_path):
+    """An actor that cannot load the model stops the batch with the reason, before any line (as a local run)."""
+    from dataclasses import replace
+
+    from snapkv_cli.errors import UserError
+
+    missing = str(tmp_path / "no-model")
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    with pytest.raises(UserError) as caught:
+        run_batch(jobs[:2], RayExecutor(replace(options, model=missing), workers=1), out, presenter)
+    assert missing in str(caught.value) and out.stream.getvalue() == ""
+    assert presenter.said[:2] == ["Starting Ray...", "Loading the model on 1 Ray worker..."]
+
+
+def test_when_every_actor_has_died_the_rest_fails(cluster, jobs, options, tmp_path):
+    """Actors that die while loading the model are replaced (``workers`` x ``max_attempts`` times in all); once
+    none is left, every question still to answer gets an error line saying so, and the deaths are counted."""
+    import os
+    from dataclasses import replace
+
+    driver = os.getpid()
+    missing = str(tmp_path / "no-model")
+
+    def describe_or_die(error: BaseException) -> str:  # nested, so Ray pickles it by value into the actors
+        if os.getpid() != driver:
+            os._exit(1)  # the actor's process dies as a crashed worker would
+        return str(error)
+
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    executor = RayExecutor(replace(options, model=missing), workers=1, describe=describe_or_die, max_attempts=2)
+    summary = run_batch(jobs[:2], executor, out, presenter)
+    lines = jsonl(out.stream.getvalue())
+    assert [(line["id"], line["question"]) for line in lines] == [
+        (job.id, question) for job in jobs[:2] for question in job.questions]
+    assert all(line["error"] == "every Ray worker died; no worker is left to answer" for line in lines)
+    assert presenter.messages == [f"Ray worker {number} died while loading the model" for number in (1, 2, 3)]
+    assert (summary.worker_failures, summary.failed, summary.answered, summary.documents_done) == (3, 4, 0, 2)

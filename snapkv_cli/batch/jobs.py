@@ -54,7 +54,8 @@ def _distinct(questions: Sequence[str]) -> tuple[str, ...]:
 
 # -- documents given as paths ------------------------------------------------------------------------------------
 def _is_document_file(path: Path) -> bool:
-    return path.is_file() and path.suffix.lower() in DOCUMENT_SUFFIXES and not path.name.startswith(".")
+    """A file whose name ends as a document's (hidden ones are left out by the folder search that calls this)."""
+    return path.is_file() and path.suffix.lower() in DOCUMENT_SUFFIXES
 
 
 def expand_documents(paths: Sequence[str]) -> list[str]:
@@ -144,8 +145,9 @@ def parse_job(data: dict, default_questions: Sequence[str], source: str, line: i
             raise BadJob(source, line, f"truncate must be one of {', '.join(TRUNCATIONS)}, got {json.dumps(truncate)}")
         options["truncate"] = truncate
     if data.get("template") is not None:
+        template = _text(data["template"], "template", source, line)
         try:
-            options["template"] = load_template(_text(data["template"], "template", source, line))
+            options["template"] = load_template(template)
         except UserError as error:
             raise BadJob(source, line, str(error)) from None
     return Job(id=job_id, document=document, questions=_distinct(asked), **options)

@@ -92,7 +92,7 @@ class RayExecutor(Executor):
         """The resources of one actor and the options its model loads with; sets ``self.workers``."""
         resources = ray.cluster_resources()
         gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 0))
-        node_cpus = [int(node.get("Resources", {}).get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
+        node_cpus = [int(node["Resources"].get("CPU", 0)) for node in ray.nodes() if node.get("Alive")]
         on_gpus = gpus > 0 and self.options.device != "cpu"
         workers = self.requested_workers or (gpus if on_gpus else max(1, len(node_cpus)))
         options = self.options
@@ -145,13 +145,14 @@ class RayExecutor(Executor):
         restarts_left = self.workers * self.max_attempts
         queue = deque(tasks)
 
-        def lost(slot: Slot, during: str) -> None:
-            """``slot``'s actor died: its unanswered questions go back to the queue (or fail), a new actor comes."""
+        def lost(slot: Slot) -> None:
+            """``slot``'s actor died (while loading the model when it had no task yet): its unanswered questions go back
+            to the queue (or fail), a new actor comes."""
             nonlocal restarts_left
             self.slots.remove(slot)
             task = slot.task
             if task is None:
-                recorder.worker_failed(f"Ray worker {slot.number} died {during}")
+                recorder.worker_failed(f"Ray worker {slot.number} died while loading the model")
             else:
                 left = tuple((index, question) for _, index, question in slot.pending)
                 retry = replace(task, questions=left, attempt=task.attempt + 1)
@@ -192,7 +193,7 @@ class RayExecutor(Executor):
                 try:
                     problem = ray.get(ready)
                 except RayActorError:
-                    lost(slot, "while loading the model")
+                    lost(slot)
                     continue
                 if problem is not None:
                     raise UserError(problem)
@@ -201,7 +202,7 @@ class RayExecutor(Executor):
             try:
                 line = ray.get(ready)
             except RayActorError:
-                lost(slot, f"on {slot.task.job.document}")
+                lost(slot)
                 continue
             slot.pending.pop(0)
             recorder.line(line)

@@ -45,12 +45,11 @@ class BatchWorker:
         return None
 
     def open(self, job: Job, document: Document, questions: int) -> None:
-        """Start on ``job``'s ``document``, read by the driver (with the job's pages), which will be asked
-        ``questions`` questions next (one question keeps nothing for later, as ``ask`` does); the job's own
-        template and truncation apply."""
+        """Start on ``job``'s ``document``, read by the driver (with the job's pages, so the pages need not reach the
+        runner here), which will be asked ``questions`` questions next (one question keeps nothing for later, as
+        ``ask`` does); the job's own template and truncation apply."""
         options = self.runner.options
-        options = replace(options, pages=job.pages or options.pages, truncate=job.truncate or options.truncate,
-                          template=job.template or options.template)
+        options = replace(options, truncate=job.truncate or options.truncate, template=job.template or options.template)
         self._job, self._session, self._open_error = job, None, None  # the last document's prefix is freed here
         try:
             self._runner = self.runner.with_options(options)
