@@ -913,6 +913,7 @@ def test_a_secret_that_cannot_be_read_or_created_is_a_miss_with_the_reason(tmp_p
     lookup = unreadable.load(key, ids, tiny_model("llama"))
     secret = unreadable.directory / cache_secret.SECRET_NAME
     assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot read {secret}: Is a directory")
+    assert lookup.path == unreadable.directory  # no entry's name can be made without the secret: the report names this
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # a dangling link where the directory should be
     uncreatable = disk.DocCache(tmp_path / "link")
     lookup = uncreatable.load(key, ids, tiny_model("llama"))
@@ -941,6 +942,41 @@ def test_an_entry_that_cannot_be_checked_or_loaded_is_left_in_place(tmp_path):
     assert (lookup.status, lookup.path, lookup.cache) == ("rebuilt", path, None)
     assert lookup.reason.startswith("could not load it (RuntimeError: ") and path.exists()
     assert cache.load(key, ids, model).status == "hit"
+
+
+def test_an_entry_that_cannot_be_opened_or_read_is_left_in_place_with_the_reason(tmp_path, monkeypatch):
+    """A failure of the system rather than of the file (it cannot be opened, its size cannot be read, a read fails)
+    says nothing about the entry: the lookup is "rebuilt" with the system's words, and the file stays."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, _ = entry(0)
+    cache.path_for(key).mkdir(parents=True)  # something that cannot be opened as a file where the entry goes
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.path, lookup.cache) == ("rebuilt", cache.path_for(key), None)
+    assert lookup.reason == f"could not open it (IsADirectoryError: [Errno 21] Is a directory: '{cache.path_for(key)}')"
+    assert cache.path_for(key).is_dir()
+    cache.path_for(key).rmdir()
+
+    key, ids, path = stored(cache, 1)
+    real_fstat = os.fstat
+
+    def fstat_fails(descriptor):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fstat", fstat_fails)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    monkeypatch.setattr(os, "fstat", real_fstat)
+    assert (lookup.status, lookup.path, lookup.reason) == \
+        ("rebuilt", path, "could not read it (OSError: [Errno 5] Input/output error)")
+
+    def read_fails(file):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(disk, "read_tensors", read_fails)
+    lookup = cache.load(key, ids, tiny_model("llama"))
+    assert (lookup.status, lookup.path, lookup.reason) == \
+        ("rebuilt", path, "could not read it (OSError: [Errno 5] Input/output error)")
+    monkeypatch.undo()
+    assert path.exists() and cache.load(key, ids, tiny_model("llama")).status == "hit"
 
 
 @pytest.mark.parametrize("error", [OSError(30, "Read-only file system"), NotImplementedError()])
