@@ -1,0 +1,443 @@
+"""The views of an inspection (``snapkv_cli.views``) and the inspection's own arithmetic, on a hand-built inspection.
+
+A 24-token prompt whose tokens, pages, paragraphs, window and kept positions are written here, so that every shown
+number (shares, counts, positions, percentages) is counted in the test: the terminal view's text, the HTML page's
+tables and embedded data, the PNG's pixels, and the units bytes are written in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import re
+
+import numpy as np
+import pytest
+from rich.console import Console, Group
+from rich.style import Style
+
+from snapkv_cli.inspection import Inspection, Occurrence
+from snapkv_cli.prompting import Prompt
+from snapkv_cli.report import (
+    CacheInfo,
+    DocCacheInfo,
+    LayerRow,
+    Memory,
+    PageRow,
+    PrefixInfo,
+    PromptInfo,
+    Report,
+    SettingsInfo,
+    Timings,
+)
+from snapkv_cli.views import terminal
+from snapkv_cli.views.units import human_bytes
+
+TOKENS = ["<s>user:", "The", " lamp", " was", " lit", ".", "\n\n", "Hale", " fixed", " the", " fog", ".", "\n \n",
+          "Coal", " came", ".", "\nQ:", " Who", " fixed", " the", " fog?", "\n", "A", ":"]
+DOCUMENT, QUESTION = (1, 16), (17, 21)
+WINDOW = 6  # positions 18-23
+PAGES = [None] + [1] * 6 + [2] * 6 + [3] * 3 + [None] * 8  # page 1: 1-6, page 2: 7-12, page 3: 13-15
+# what each (layer, KV head) kept besides the window (always kept)
+KEPT = {
+    (0, 0): [0, 1, 2, 3, 7, 8], (0, 1): [0, 2, 3, 4, 9, 13],
+    (1, 0): [0, 2, 3, 10, 11, 14], (1, 1): [1, 2, 3, 12, 13, 15],
+    (2, 0): [0, 2, 5, 6, 7, 8], (2, 1): [0, 2, 3, 4, 5, 6],
+}
+
+
+def hand_report(*, question: str = "Who fixed the fog?", model: str = "tiny/model") -> Report:
+    settings = SettingsInfo(window_size=WINDOW, max_capacity_prompt=12, budget=0.5, kernel_size=3, pooling="maxpool",
+                            pooling_window="centered", gqa_aggregation="mean", layer_budgets="uniform",
+                            head_budgets="uniform", whole_words=False)
+    layers = [LayerRow(layer=layer, kept_tokens_min=12, kept_tokens_max=12, kept_tokens_mean=12.0, capacity=12,
+                       compressed=True, sliding_window=False) for layer in range(3)]
+    return Report(
+        answer="Hale", question=question, document="notes <b>.txt", model=model, device="cpu", dtype="float32",
+        dtype_reason="asked for", quantization=None, method="snapkv", settings=settings, prompt_tokens=24,
+        prompt=PromptInfo(document=15, question=4, template=5, window_size=WINDOW, question_tokens_in_window=3,
+                          question_tokens=4, question_fits=False, truncated_document_tokens=0),
+        generated_tokens=2,
+        cache=CacheInfo(tokens_before=24, tokens_after=11.5, tokens_allocated=12.0, bytes_before=6144,
+                        bytes_after=2944, compression_ratio=2.087, tokens_after_min=10, tokens_after_max=12),
+        layers=layers, pages=[PageRow(page=1, document_tokens=6, kept_share=0.25),
+                              PageRow(page=2, document_tokens=6, kept_share=0.1667)],
+        timings=Timings(load_s=1.5, prefill_s=0.25, decode_s=0.5, decode_tokens_per_s=4.0, selection_s=0.01),
+        memory=Memory(peak_rss_bytes=3 * 1024 ** 3, cuda_peak_bytes=None), question_index=0, reused_prefix_tokens=0,
+        prefix=PrefixInfo(tokens=16, source="prefill", seconds=0.0), doc_cache=DocCacheInfo())
+
+
+def hand_inspection(*, paged: bool = False, layers: tuple[int, ...] = (0, 1, 2), tokens: list[str] | None = None,
+                    **report) -> Inspection:
+    tokens = list(tokens or TOKENS)
+    prompt = Prompt(text="".join(tokens), input_ids=list(range(500, 500 + len(tokens))), document_span=DOCUMENT,
+                    question_span=QUESTION, token_pages=list(PAGES) if paged else
+                    [1 if DOCUMENT[0] <= p < DOCUMENT[1] else None for p in range(len(tokens))],
+                    prefix_length=QUESTION[0])
+    kept = np.zeros((3, 2, len(tokens)), dtype=bool)
+    kept[:, :, len(tokens) - WINDOW:] = True
+    for (layer, head), positions in KEPT.items():
+        kept[layer, head, positions] = True
+    scores = np.random.default_rng(0).random((3, 2, len(tokens))).astype(np.float32) + 0.1
+    return Inspection(prompt=prompt, tokens=tokens, layers=list(layers), kept=kept, scores=scores,
+                      scored=[True, True, True], report=hand_report(**report))
+
+
+def plain(renderable, width: int = 200) -> str:
+    """What a console without colour (a file, a pipe) prints."""
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def pairs_keeping(position: int, layer: int | None = None, head: int | None = None) -> int:
+    """How many of the selected (layer, KV head) pairs keep ``position``, counted from ``KEPT`` and the window."""
+    return sum(1 for (l_, h), positions in KEPT.items() if (layer is None or l_ == layer)
+               and (head is None or h == head) and (position in positions or position >= len(TOKENS) - WINDOW))
+
+
+# --------------------------------------------------------------------------- units
+
+
+@pytest.mark.parametrize(("count", "shown"), [
+    (0, "0 B"), (1, "1 B"), (512.7, "512 B"), (1023, "1023 B"), (1024, "1.0 KB"), (1536, "1.5 KB"),
+    (1024 ** 2 - 1, "1024.0 KB"), (1024 ** 2, "1.0 MB"), (5 * 1024 ** 2 + 1024 ** 2 // 4, "5.2 MB"),
+    (1024 ** 3, "1.0 GB"), (3 * 1024 ** 4, "3072.0 GB"), (-2048, "-2.0 KB"), (-1023, "-1023 B"),
+])
+def test_byte_counts_read_in_the_largest_unit_below_1024(count, shown):
+    assert human_bytes(count) == shown
+
+
+# --------------------------------------------------------------------------- the inspection's arithmetic
+
+
+def test_kept_counts_and_shares_count_the_selected_pairs():
+    inspection = hand_inspection()
+    length = len(TOKENS)
+    assert inspection.length == length and inspection.num_heads == 2 and inspection.window == (18, 24)
+    assert [inspection.in_window(p) for p in (17, 18, 23)] == [False, True, True]
+    for layer, head in [(None, None), (1, None), (None, 0), (2, 1)]:
+        expected = [pairs_keeping(p, layer, head) for p in range(length)]
+        assert inspection.kept_counts(layer, head).tolist() == expected
+        chosen = (1 if layer is not None else 3) * (1 if head is not None else 2)
+        assert inspection.pairs(layer, head) == chosen
+        assert inspection.kept_share(layer, head) == pytest.approx([count / chosen for count in expected])
+    other = hand_inspection(layers=(4, 7, 9))  # the model's layer numbers, not row indices
+    assert other.kept_counts(7).tolist() == [pairs_keeping(p, 1) for p in range(length)]
+    assert other.describe_selection(7, 1) == "layer 7, KV head 1"
+
+
+def test_the_selection_is_described_as_shaded():
+    inspection = hand_inspection()
+    assert inspection.describe_selection() == "share of 3 layers x 2 KV heads"
+    assert inspection.describe_selection(layer=2) == "layer 2, share of its 2 KV heads"
+    assert inspection.describe_selection(head=1) == "KV head 1, share of 3 layers"
+    assert inspection.describe_selection(layer=0, head=0) == "layer 0, KV head 0"
+
+
+@pytest.mark.parametrize(("layer", "head", "fragments"), [
+    (3, None, ("layer 3 is out of range", "3 layers (0-2)")), (-1, None, ("layer -1 is out of range",)),
+    (None, 2, ("head 2 is out of range", "2 KV heads (0-1)")), (None, -1, ("head -1 is out of range",)),
+])
+def test_a_layer_or_head_outside_the_model_is_refused(layer, head, fragments):
+    from snapkv_cli.errors import OutOfRange
+
+    inspection = hand_inspection()
+    with pytest.raises(OutOfRange) as caught:
+        inspection.kept_share(layer, head)
+    assert all(fragment in str(caught.value) for fragment in fragments), str(caught.value)
+    inspection.check_selection(2, 1)  # the last of each is fine
+    inspection.check_selection(0, 0)
+
+
+def test_page_runs_and_paragraphs():
+    paged = hand_inspection(paged=True)
+    assert paged.page_runs() == [(1, 1, 7), (2, 7, 13), (3, 13, 16)]
+    assert [paged.page_of(p) for p in (0, 1, 12, 13, 16)] == [None, 1, 2, 3, None]
+    # split at the blank lines "\n\n" (position 6) and "\n \n" (position 12): each ends its paragraph
+    assert paged.paragraphs() == [(1, 7), (7, 13), (13, 16)]
+    one_page = hand_inspection()
+    assert one_page.page_runs() == [(1, 1, 16)]
+    # a page that comes back after another makes a run of its own
+    back = hand_inspection(paged=True)
+    back.prompt.token_pages[13:16] = [1, 1, 1]
+    assert back.page_runs() == [(1, 1, 7), (2, 7, 13), (1, 13, 16)]
+
+
+def test_segments_are_pages_or_paragraphs_with_the_template_and_the_question():
+    labels = lambda segments: [(s.label, s.start, s.end, s.length) for s in segments]
+    assert labels(hand_inspection(paged=True).segments()) == [
+        ("start", 0, 1, 1), ("p1", 1, 7, 6), ("p2", 7, 13, 6), ("p3", 13, 16, 3), ("question", 16, 24, 8)]
+    assert labels(hand_inspection().segments()) == [
+        ("start", 0, 1, 1), ("¶1", 1, 7, 6), ("¶2", 7, 13, 6), ("¶3", 13, 16, 3), ("question", 16, 24, 8)]
+    # more units than rows: grouped into runs of about (16 - 1) / rows tokens, labelled first-last
+    # (a unit starts a new group once the group would pass 15 / 2 tokens, while groups are left)
+    assert labels(hand_inspection(paged=True).segments(max_rows=2)) == [
+        ("start", 0, 1, 1), ("p1", 1, 7, 6), ("p2-3", 7, 16, 9), ("question", 16, 24, 8)]
+    assert labels(hand_inspection().segments(max_rows=1)) == [
+        ("start", 0, 1, 1), ("¶1-3", 1, 16, 15), ("question", 16, 24, 8)]
+    assert labels(hand_inspection().segments(max_rows=3)) == labels(hand_inspection().segments())
+
+
+def test_many_paragraphs_are_grouped_into_at_most_max_rows():
+    body = [word for number in range(30) for word in (f"w{number}", "\n\n")]
+    tokens = ["<s>", *body, "Q?", "A"]
+    inspection = hand_inspection(tokens=tokens)
+    inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(1, 61), question_span=(61, 62),
+                                            token_pages=[None] * len(tokens))
+    units = inspection.paragraphs()
+    assert units == [(1 + 2 * n, 3 + 2 * n) for n in range(30)]
+    for rows in (4, 7, 20):
+        segments = inspection.segments(max_rows=rows)
+        middle = segments[1:-1]
+        assert segments[0].label == "start" and segments[-1].label == "question"
+        assert len(middle) <= rows
+        assert [s.start for s in middle[1:]] == [s.end for s in middle[:-1]]  # contiguous, covering the document
+        assert middle[0].start == 1 and middle[-1].end == 61
+        for segment in middle:  # each label names the paragraphs it holds
+            first, last = (segment.start - 1) // 2 + 1, (segment.end - 1) // 2
+            assert segment.label == (f"¶{first}" if first == last else f"¶{first}-{last}")
+
+
+def test_found_text_is_covered_by_its_tokens():
+    inspection = hand_inspection()
+    (fog,) = [o for o in inspection.find("fog") if o.start < 16]
+    assert (fog.start, fog.end, fog.length) == (10, 11, 1)
+    (hale,) = inspection.find("Hale fixed")
+    assert (hale.start, hale.end) == (7, 9)
+    assert hale.kept_per_head.tolist() == [[sum(p in KEPT[(layer, head)] for p in (7, 8)) for head in (0, 1)]
+                                           for layer in range(3)]
+    across = inspection.find("lit.\n")  # from inside a token to inside another
+    assert [(o.start, o.end) for o in across] == [(4, 7)]
+    assert [(o.start, o.end) for o in inspection.find("fixed the fog")] == [(8, 11), (18, 21)]
+
+
+def test_an_occurrence_counts_the_pairs_that_kept_it_whole_in_part_or_not():
+    occurrence = Occurrence("x", 3, 6, np.array([[3, 0], [1, 3], [0, 2]]))
+    assert occurrence.heads() == (2, 2, 2)
+    assert occurrence.to_json() == {"text": "x", "span": [3, 6], "heads_whole": 2, "heads_part": 2, "heads_none": 2,
+                                    "kept_per_head": [[3, 0], [1, 3], [0, 2]]}
+
+
+# --------------------------------------------------------------------------- terminal
+
+
+@pytest.mark.parametrize(("share", "level"), [
+    (0.0, 0), (-0.5, 0), (1e-6, 1), (0.2, 1), (0.2001, 2), (0.4, 2), (0.41, 3), (0.6, 3), (0.61, 4), (0.8, 4),
+    (0.81, 5), (1.0, 5), (1 / 3, 2), (2 / 3, 4),
+])
+def test_the_shading_level_is_the_fifth_of_the_share(share, level):
+    assert terminal.level(share) == level
+
+
+@pytest.mark.parametrize(("share", "width", "drawn"), [
+    (0.0, 16, " " * 16), (1.0, 16, "█" * 16), (0.5, 16, "█" * 8 + " " * 8), (0.5, 4, "██  "),
+    (1 / 32, 4, "▏   "), (3 / 32, 4, "▍   "), (7 / 32, 4, "▉   "), (9 / 32, 4, "█▏  "), (1 / 128, 16, "▏" + " " * 15), (3 / 256, 16, "▎" + " " * 15),
+    (-0.3, 4, "    "), (1.7, 4, "████"), (0.3, 16, "████▊" + " " * 11),
+])
+def test_the_bar_is_drawn_in_eighths_of_a_cell(share, width, drawn):
+    assert terminal.bar(share, width) == drawn
+
+
+def test_the_header_says_the_model_budget_window_and_cache():
+    text = plain(terminal.header(hand_inspection()))
+    assert text == ("snapkv inspect  tiny/model · snapkv · budget 12 · window 6\n"
+                    "prompt 24 tokens = 15 document + 5 template + 4 question\n"
+                    "KV cache 24 → 11.5 tokens per head (2.09x) over 3 layers x 2 KV heads\n")
+
+
+def summary_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if re.match(r"^ ?(start|question|p\d|¶\d)", line)]
+
+
+def test_the_summary_table_gives_each_parts_tokens_and_kept_share():
+    for paged, title in ((True, "Kept share by page"), (False, "Kept share by paragraph")):
+        inspection = hand_inspection(paged=paged)
+        share = inspection.kept_share()
+        text = plain(terminal.summary_table(inspection, share))
+        assert text.lstrip().startswith(title)
+        assert re.search(r"part +positions +tokens +kept", text)
+        rows = summary_rows(text)
+        expected = []
+        for label, start, end in [("start", 0, 1), ("1", 1, 7), ("2", 7, 13), ("3", 13, 16), ("question", 16, 24)]:
+            mean = sum(pairs_keeping(p) for p in range(start, end)) / (6 * (end - start))
+            name = label if not label.isdigit() else ("p" if paged else "¶") + label
+            expected.append([name, f"{start}-{end}", str(end - start), f"{round(mean * 100)}%"])
+        assert [row[:4] for row in rows] == expected
+        # the bar: a sixteenth of its 16 cells per 1/16 of share
+        bars = [line.split("%", 1)[1].strip() for line in text.splitlines() if re.match(r"^ ?(start|question|p\d|¶\d)",
+                                                                                       line)]
+        for bar, row in zip(bars, expected):
+            mean = int(row[3][:-1]) / 100
+            assert abs(len(bar.replace(" ", "")) - mean * 16) <= 1.01
+
+
+def test_the_default_view_shows_passages_and_the_window():
+    inspection = hand_inspection(paged=True)
+    text = plain(terminal.build_view(inspection, plain=True))
+    assert "Most-kept passages (60 tokens)" in text
+    # the document before the window is 15 tokens: one passage, all of it
+    share = sum(pairs_keeping(p) for p in range(1, 16)) / (6 * 15)
+    assert re.findall(r"^#(\d)  positions (\d+)-(\d+)(.*) · (\d+)% kept$", text, re.M) == [
+        ("1", "1", "16", " · pages 1-3", str(round(share * 100)))]
+    assert "Observation window (positions 18-24, always kept)" in text
+    window = text.split("Observation window (positions 18-24, always kept)\n")[1]
+    assert window.startswith(f" ⟦W {''.join(TOKENS[18:]).strip()}⟧")  # " fixed": its blank before the mark
+    passage, after = text.split("% kept\n")[1].split("\n\nObservation window")
+    assert passage.startswith("…⟦") and passage.endswith("⟧…")  # the passage's text between ellipses, then a blank line
+    assert re.sub(r"⟦\S |⟧", "", passage) == "…" + "".join(TOKENS[1:16]) + "…"
+
+
+def test_a_passage_on_one_page_names_that_page():
+    inspection = hand_inspection(paged=True)
+    found = terminal._pages_label(inspection, 7, 13), terminal._pages_label(inspection, 5, 8)
+    assert found == (" · page 2", " · pages 1-2")
+    assert terminal._pages_label(inspection, 16, 20) == ""
+
+
+def test_the_full_view_shades_the_whole_prompt_then_the_summary():
+    inspection = hand_inspection(paged=True)
+    text = plain(terminal.build_view(inspection, full=True, plain=True))
+    body = text.split("Shading: share of 3 layers x 2 KV heads\n")[1]
+    assert re.sub(r"⟦\S |⟧", "", body).lstrip("\n").startswith("".join(TOKENS))
+    assert body.index("Kept share by page") > body.index("A:")
+    assert "Most-kept passages" not in text and "Observation window" not in text
+    marks = re.findall(r"⟦(\S) ([^⟧]*)⟧", body.split("Kept share by page")[0])
+    # each run of tokens of one level, as counted here
+    runs: list[tuple[str, str]] = []
+    for position, token in enumerate(TOKENS):
+        count = pairs_keeping(position)
+        mark = "W" if position >= 18 else (str(terminal.level(count / 6)) if count else None)
+        if runs and runs[-1][0] == mark:
+            runs[-1] = (mark, runs[-1][1] + token)
+        else:
+            runs.append((mark, token))
+    assert marks == [(mark, run.strip()) for mark, run in runs if mark is not None and run.strip()]
+
+
+def test_the_coloured_legend_names_each_shade_and_the_window():
+    inspection = hand_inspection()
+    text = plain(terminal.legend(inspection, None, None))
+    assert text == "Legend:  none  ≤20%  ≤40%  ≤60%  ≤80%  ≤100%    window \nShading: share of 3 layers x 2 KV heads\n"
+    one = plain(terminal.legend(inspection, 1, 0))
+    assert one == "Legend:  kept  not kept    window \nShading: layer 1, KV head 0\n"
+    assert plain(terminal.legend(inspection, 1, None)).endswith("Shading: layer 1, share of its 2 KV heads\n")
+
+
+def test_coloured_tokens_take_their_levels_style_and_the_window_its_own():
+    inspection = hand_inspection()
+    share = inspection.kept_share()
+    text = terminal.shaded_text(inspection, share, 0, 24)
+    assert text.plain == "".join(TOKENS)
+    styles = {}
+    for span in text.spans:
+        for position in range(24):
+            start = len("".join(TOKENS[:position]))
+            if span.start == start and span.end == start + len(TOKENS[position]):
+                styles[position] = span.style
+    for position in range(24):
+        expected = terminal.WINDOW_STYLE if position >= 18 else terminal.LEVEL_STYLES[
+            terminal.level(pairs_keeping(position) / 6)]
+        assert styles.get(position, Style()) == expected, position
+    empty = hand_inspection(tokens=[*TOKENS[:5], "", *TOKENS[6:]])
+    assert terminal.shaded_text(empty, share, 4, 7).plain == TOKENS[4] + TOKENS[6]  # an empty token adds nothing
+
+
+def test_plain_marks_keep_the_blank_around_a_run_outside_the_marks():
+    inspection = hand_inspection()
+    share = np.zeros(24)
+    share[2:4] = 1.0  # " lamp was": level 5
+    text = terminal.shaded_text(inspection, share, 1, 6, plain=True).plain
+    assert text == "The ⟦5 lamp was⟧ lit."
+    one = terminal.shaded_text(inspection, share, 1, 6, plain=True, one_pair=True).plain
+    assert one == "The ⟦K lamp was⟧ lit."
+    share[6] = 1.0  # "\n\n" alone: blank, so not marked
+    assert terminal.shaded_text(inspection, share, 5, 8, plain=True).plain == ".\n\nHale"
+
+
+def test_level_marks():
+    assert [terminal.level_mark(level) for level in range(6)] == [None, "1", "2", "3", "4", "5"]
+    assert [terminal.level_mark(level, one_pair=True) for level in range(6)] == [None, "K", "K", "K", "K", "K"]
+
+
+def test_found_occurrences_say_where_they_are_and_how_many_pairs_kept_them():
+    inspection = hand_inspection(paged=True)
+    found = inspection.find("fixed")  # 8 (page 2) and 18 (the window)
+    text = plain(terminal.build_view(inspection, found=(found,), plain=True))
+    lines = re.findall(r"^Found .*$", text, re.M)
+    whole = sum(8 in KEPT[pair] for pair in KEPT)
+    assert lines == [f"Found 'fixed' at positions 8-9 · page 2: kept whole by {whole} of 6 (layer, KV head) pairs, "
+                     f"in part by 0, not at all by {6 - whole}",
+                     "Found 'fixed' at positions 18-19 · observation window, always kept: kept whole by 6 of 6 "
+                     "(layer, KV head) pairs, in part by 0, not at all by 0"]
+    assert text.count("Layer by layer: how many of its 2 KV heads kept all 1 tokens, some, none; then each head's "
+                      "count of the 1 it kept (head 0 first)") == 2
+    question = Occurrence("Who", 17, 18, np.zeros((3, 2), dtype=int))
+    template = Occurrence("user", 0, 1, np.zeros((3, 2), dtype=int))
+    assert terminal._where(inspection, question) == " · question"
+    assert terminal._where(inspection, template) == " · template"
+    assert terminal._where(inspection, found[1]) == " · observation window, always kept"
+
+
+def test_only_the_first_ten_occurrences_are_shown_and_the_rest_counted():
+    inspection = hand_inspection()
+    many = [Occurrence("a", 2, 3, np.zeros((3, 2), dtype=int)) for _ in range(13)]
+    text = plain(Group(*terminal.found_section(inspection, many)))
+    assert text.count("Found 'a' at positions 2-3") == 10
+    assert "... and 3 more occurrences of 'a' (--json lists them all)" in text
+    ten = plain(Group(*terminal.found_section(inspection, many[:10])))
+    assert ten.count("Found 'a'") == 10 and "more occurrences" not in ten
+
+
+def table_rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if re.match(r"^ ?\d", line)]
+
+
+def test_the_found_table_merges_consecutive_layers_that_kept_the_same():
+    inspection = hand_inspection(layers=(0, 1, 3))
+    occurrence = Occurrence("x", 2, 5, np.array([[3, 1], [3, 1], [0, 3]]))
+    text = plain(terminal.found_table(inspection, occurrence))
+    assert re.search(r"layers +all +some +none +tokens kept, head by head", text)
+    assert table_rows(text) == [["0-1", "1", "1", "0", "3", "1"], ["3", "1", "0", "1", "0", "3"]]
+    gap = hand_inspection(layers=(0, 2, 3))  # layers 0 and 2 are not consecutive: two rows
+    same = Occurrence("x", 2, 5, np.array([[3, 0], [3, 0], [3, 0]]))
+    assert table_rows(plain(terminal.found_table(gap, same))) == [["0", "1", "0", "1", "3", "0"],
+                                                                 ["2-3", "1", "0", "1", "3", "0"]]
+
+
+def test_render_prints_marks_without_colour_and_shading_with_it():
+    inspection = hand_inspection()
+    piped = Console(width=200, file=io.StringIO())
+    assert terminal.has_colour(piped) is False
+    terminal.render(inspection, piped)
+    assert piped.file.getvalue() == plain(terminal.build_view(inspection, plain=True))
+    coloured = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    assert terminal.has_colour(coloured) is True
+    terminal.render(inspection, coloured, full=True)
+    assert "⟦" not in coloured.file.getvalue() and "\x1b[" in coloured.file.getvalue()
+    no_color = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor", no_color=True)
+    assert terminal.has_colour(no_color) is False
+
+
+def test_the_full_view_goes_through_the_pager_on_a_terminal(monkeypatch):
+    inspection = hand_inspection()
+    paged = []
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    console = Console(width=200, file=Terminal(), force_terminal=True, color_system="truecolor")
+    def pager(**kwargs):
+        paged.append(kwargs)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(console, "pager", pager)
+    terminal.render(inspection, console, full=True)
+    assert paged == [{"styles": True}]
+    terminal.render(inspection, console, full=False)
+    terminal.render(inspection, console, full=True, page=False)
+    assert len(paged) == 1
+    terminal.render(inspection, console, full=False, page=True)
+    assert len(paged) == 2
