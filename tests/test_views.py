@@ -233,7 +233,8 @@ def test_the_shading_level_is_the_fifth_of_the_share(share, level):
 
 @pytest.mark.parametrize(("share", "width", "drawn"), [
     (0.0, 16, " " * 16), (1.0, 16, "█" * 16), (0.5, 16, "█" * 8 + " " * 8), (0.5, 4, "██  "),
-    (1 / 32, 4, "▏   "), (3 / 32, 4, "▍   "), (7 / 32, 4, "▉   "), (9 / 32, 4, "█▏  "), (1 / 128, 16, "▏" + " " * 15), (3 / 256, 16, "▎" + " " * 15),
+    (1 / 32, 4, "▏   "), (3 / 32, 4, "▍   "), (7 / 32, 4, "▉   "), (9 / 32, 4, "█▏  "),
+    (1 / 128, 16, "▏" + " " * 15), (3 / 256, 16, "▎" + " " * 15),
     (-0.3, 4, "    "), (1.7, 4, "████"), (0.3, 16, "████▊" + " " * 11),
 ])
 def test_the_bar_is_drawn_in_eighths_of_a_cell(share, width, drawn):
@@ -284,7 +285,7 @@ def test_the_default_view_shows_passages_and_the_window():
     assert "Observation window (positions 18-24, always kept)" in text
     window = text.split("Observation window (positions 18-24, always kept)\n")[1]
     assert window.startswith(f" ⟦W {''.join(TOKENS[18:]).strip()}⟧")  # " fixed": its blank before the mark
-    passage, after = text.split("% kept\n")[1].split("\n\nObservation window")
+    passage, _ = text.split("% kept\n")[1].split("\n\nObservation window")
     assert passage.startswith("…⟦") and passage.endswith("⟧…")  # the passage's text between ellipses, then a blank line
     assert re.sub(r"⟦\S |⟧", "", passage) == "…" + "".join(TOKENS[1:16]) + "…"
 
