@@ -78,7 +78,7 @@ def _cell(key: str, value) -> str:
         text = "–"
     else:
         text = str(value)
-    if key.endswith("bytes") and isinstance(value, (int, float)) and value is not True:
+    if "bytes" in key.split("_") and _numeric(value):  # peak_rss_bytes, bytes_before, a doc cache's bytes...
         text = f"{value} ({human_bytes(value)})"
     return html.escape(text)
 
