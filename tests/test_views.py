@@ -7,9 +7,11 @@ tables and embedded data, the PNG's pixels, and the units bytes are written in.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import io
+import json
 import re
 
 import numpy as np
@@ -31,7 +33,9 @@ from snapkv_cli.report import (
     SettingsInfo,
     Timings,
 )
-from snapkv_cli.views import terminal
+from snapkv_cli.views import heatmap, terminal
+from snapkv_cli.views import html as html_view
+from snapkv_cli.views.atomic import Terminated, check_writable
 from snapkv_cli.views.units import human_bytes
 
 TOKENS = ["<s>user:", "The", " lamp", " was", " lit", ".", "\n\n", "Hale", " fixed", " the", " fog", ".", "\n \n",
@@ -442,3 +446,277 @@ def test_the_full_view_goes_through_the_pager_on_a_terminal(monkeypatch):
     assert len(paged) == 1
     terminal.render(inspection, console, full=False, page=True)
     assert len(paged) == 2
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def embedded_data(page: str) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="snapkv-data">(.*?)</script>', page,
+                                re.S).group(1))
+
+
+def test_the_page_embeds_what_each_head_kept_as_bits_and_its_scores():
+    inspection = hand_inspection(paged=True)
+    inspection.scored[1] = False
+    data = html_view.page_data(inspection, layer=2, head=1)
+    assert data["tokens"] == TOKENS and data["window"] == [18, 24] and data["heads"] == 2
+    assert data["question_span"] == [17, 21] and data["document_span"] == [1, 16]
+    assert data["pages"] == [[1, 1, 7], [2, 7, 13], [3, 13, 16]]
+    assert data["initial"] == {"layer": 2, "head": 1}
+    assert html_view.page_data(inspection)["initial"] == {"layer": "all", "head": "all"}
+    assert data["report"] == inspection.report.to_json(answer=False)
+    assert [entry["layer"] for entry in data["layers"]] == [0, 1, 2]
+    for row, entry in enumerate(data["layers"]):
+        for head, bits in enumerate(entry["kept"]):
+            raw = np.frombuffer(base64.b64decode(bits), dtype=np.uint8)
+            kept = [position for position in range(24) if raw[position // 8] >> (position % 8) & 1]
+            assert kept == sorted(set(KEPT[(row, head)]) | set(range(18, 24)))  # bit i of byte i // 8, low first
+        if row == 1:
+            assert entry["scored"] is False and entry["scores"] is None and "scores_dtype" not in entry
+            continue
+        assert entry["scored"] is True and entry["scores_dtype"] == "f2"
+        for head, encoded in enumerate(entry["scores"]):
+            decoded = np.frombuffer(base64.b64decode(encoded), dtype="<f2")
+            assert decoded.tolist() == pytest.approx(inspection.scores[row, head].tolist(), rel=1e-3)
+
+
+@pytest.mark.parametrize(("peak", "dtype"), [(65504.0, "f2"), (70000.0, "f4"), (-70000.0, "f4")])
+def test_scores_beyond_float16_travel_as_float32(peak, dtype):
+    inspection = hand_inspection()
+    inspection.scores[0, 1, 5] = peak
+    inspection.scores[0, 0, 6] = np.nan  # not a score: does not count
+    entry = html_view.page_data(inspection)["layers"][0]
+    assert entry["scores_dtype"] == dtype
+    decoded = np.frombuffer(base64.b64decode(entry["scores"][1]), dtype="<" + dtype)
+    assert decoded[5] == peak and decoded.size == 24
+    assert html_view.page_data(inspection)["layers"][1]["scores_dtype"] == "f2"
+
+
+def test_embedded_json_cannot_end_the_script_or_open_a_comment():
+    hostile = {"t": "</script><!-- a & b \u2028 \u2029 <b>", "n": [1, 2.5, None, True]}
+    text = html_view.script_json(hostile)
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert "\u2028" not in text and "\u2029" not in text
+    assert json.loads(text) == hostile and '","n":[1,2.5,null,true]}' in text  # compact separators
+    assert text.startswith('{"t":"\\u003c/script\\u003e\\u003c!-- a \\u0026 b \\u2028 \\u2029')
+    with pytest.raises(ValueError):
+        html_view.script_json({"x": float("nan")})
+
+
+def test_report_cells_show_numbers_bytes_and_missing_values():
+    assert html_view._cell("ratio", 2.08695) == "2.087"
+    assert html_view._cell("ratio", 123456.0) == "1.235e+05"
+    assert html_view._cell("reason", None) == "–"
+    assert html_view._cell("bytes_after", 2944) == "2944 (2.9 KB)"  # every byte count, wherever "bytes" is
+    assert html_view._cell("peak_rss_bytes", 1024.0) == "1024.0 (1.0 KB)"
+    assert html_view._cell("bytes", None) == "–"
+    assert html_view._cell("bytes", True) == "True"
+    assert html_view._cell("name", "<b>&") == "&lt;b&gt;&amp;"
+    assert html_view._cell("flag", False) == "False"
+
+
+def test_the_report_tables_hold_every_value_escaped():
+    report = hand_report(model="<img src=x onerror=alert(1)>").to_json(answer=False)
+    text = html_view.report_html(report)
+    titles = re.findall(r"<h2>([^<]*)</h2>", text)
+    assert titles == ["Run", "Settings", "Prompt", "Cache", "Layers", "Pages", "Timings", "Memory", "Prefix",
+                      "Doc_cache", "Stop"]
+    assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    run = text.split("</section>")[0]
+    assert re.findall(r"<tr><th>(\w+)</th>", run) == [key for key, value in report.items()
+                                                      if not isinstance(value, (dict, list))]
+    assert '<tr><th>prompt_tokens</th><td class="n">24</td></tr>' in run
+    assert '<tr><th>method</th><td class="">snapkv</td></tr>' in run
+    assert '<tr><th>quantization</th><td class="">–</td></tr>' in run
+    cache = text.split("<h2>Cache</h2>")[1].split("</section>")[0]
+    assert '<tr><th>bytes_before</th><td class="n">6144 (6.0 KB)</td></tr>' in cache
+    assert '<tr><th>compression_ratio</th><td class="n">2.087</td></tr>' in cache
+    prompt = text.split("<h2>Prompt</h2>")[1].split("</section>")[0]
+    assert '<tr><th>question_fits</th><td class="">False</td></tr>' in prompt  # a boolean is not a number
+    layers = text.split("<h2>Layers</h2>")[1].split("</section>")[0]
+    assert re.findall(r'<th class="n">(\w+)</th>', layers) == ["layer", "kept_tokens_min", "kept_tokens_max",
+                                                               "kept_tokens_mean", "capacity", "compressed",
+                                                               "sliding_window"]
+    rows = re.findall(r"<tr>(<td.*?)</tr>", layers)
+    assert [re.findall(r'<td class="n">([^<]*)</td>', row) for row in rows] == [
+        [str(layer), "12", "12", "12", "12", "True", "False"] for layer in range(3)]
+    assert html_view._rows_table("Empty", []) == ""
+    stop = text.split("<h2>Stop</h2>")[1].split("</section>")[0]
+    assert "<tr><th>strings</th>" in stop  # a list of strings stays a value of its table
+
+
+def test_the_summary_and_header_of_the_page():
+    inspection = hand_inspection(paged=True, question="Who <fixed> the fog?")
+    summary = html_view.summary_html(inspection)
+    assert "<h2>Kept share by page (all layers and heads)</h2>" in summary
+    rows = re.findall(r'<tr><td>([^<]*)</td><td class="n">(\d+)-(\d+)</td><td class="n">(\d+)%</td>'
+                      r'<td><span class="bar" style="width:([\d.]+)px"></span></td></tr>', summary)
+    expected = []
+    for label, start, end in [("start", 0, 1), ("p1", 1, 7), ("p2", 7, 13), ("p3", 13, 16), ("question", 16, 24)]:
+        mean = sum(pairs_keeping(p) for p in range(start, end)) / (6 * (end - start))
+        expected.append((label, str(start), str(end), str(round(mean * 100)), f"{mean * 100:.1f}"))
+    assert rows == expected
+    assert "Kept share by paragraph" in html_view.summary_html(hand_inspection())
+    header = html_view.header_html(inspection)
+    assert header.splitlines() == [
+        "<h1>snapkv inspect</h1>", '<p class="question">Q: Who &lt;fixed&gt; the fog?</p>',
+        '<p class="meta">notes &lt;b&gt;.txt · tiny/model · snapkv · budget 12 · window 6 · 24 prompt tokens · '
+        "KV cache 24 → 11.5 tokens per head (2.09x)</p>"]
+    inspection.answer = "Hale & <Co>"
+    assert '<p class="question">A: Hale &amp; &lt;Co&gt;</p>' in html_view.header_html(inspection).splitlines()
+    assert "Q:" not in html_view.header_html(hand_inspection(question=""))
+
+
+def test_the_written_page_fills_every_marker(tmp_path):
+    inspection = hand_inspection(paged=True, question="</title><script>alert(1)</script>")
+    path = tmp_path / "view.html"
+    html_view.write_html(inspection, path, layer=1, head=0)
+    page = path.read_text(encoding="utf-8")
+    assert page == "".join(html_view.render_chunks(inspection, layer=1, head=0))
+    assert "<!--snapkv:" not in page and page.count("<script>alert") == 0
+    assert re.search(r"<title>snapkv inspect · &lt;/title&gt;&lt;script&gt;alert\(1\)&lt;/script&gt;</title>", page)
+    assert html_view.header_html(inspection) in page and html_view.summary_html(inspection) in page
+    assert html_view.report_html(inspection.report.to_json(answer=False)) in page
+    assert embedded_data(page) == json.loads(json.dumps(html_view.page_data(inspection, layer=1, head=0)))
+    assert page.startswith(html_view.template().split("<!--snapkv:")[0])
+    assert page.endswith(html_view.template().rsplit("-->", 1)[1])
+    assert [p.name for p in tmp_path.iterdir()] == ["view.html"]
+
+
+# --------------------------------------------------------------------------- heatmap
+
+
+def test_binned_averages_equal_runs_of_positions():
+    values = np.arange(10, dtype=float).reshape(1, 10)
+    assert heatmap.binned(values, 10) is values
+    assert heatmap.binned(values, 4).tolist() == [[1.0, 4.0, 7.0, 9.0]]  # width 3: 0-2, 3-5, 6-8, 9
+    assert heatmap.binned(values, 5).tolist() == [[0.5, 2.5, 4.5, 6.5, 8.5]]
+    with_nan = np.array([[1.0, np.nan, 3.0, np.nan, np.nan]])
+    assert heatmap.binned(with_nan, 3).tolist()[0][:2] == [1.0, 3.0] and np.isnan(heatmap.binned(with_nan, 3)[0, 2])
+    assert heatmap.binned(np.ones((2, 4801)), 2400).shape == (2, 1601)  # bins of 3: at most 2400 columns
+
+
+def test_score_cells_are_relative_to_the_peak_before_the_window():
+    inspection = hand_inspection()
+    inspection.scores[:] = 1.0
+    inspection.scores[0, 0, :18] = np.linspace(0.5, 4.0, 18)  # peak before the window: 4.0
+    inspection.scores[0, 0, 20] = 100.0  # inside the window: clipped to 1
+    inspection.scores[0, 1, :] = 2.0
+    inspection.scores[0, 1, 3] = 1e-9  # below the floor
+    inspection.scores[2] = np.nan  # not scored
+    inspection.scores[1, 0] = 0.0  # nothing scored above 0: no reference
+    cells = heatmap.cell_values(inspection, scores=True)
+    head0 = np.clip(inspection.scores[0, 0] / 4.0, heatmap.SCORE_FLOOR, 1.0)
+    head1 = np.where(np.arange(24) == 3, heatmap.SCORE_FLOOR, 1.0)
+    assert cells[0] == pytest.approx((head0 + head1) / 2)
+    assert cells[1] == pytest.approx(np.ones(24))  # head 1 only (1.0 / 1.0)
+    assert np.isnan(cells[2]).all()
+    one = heatmap.cell_values(inspection, scores=True, head=1)
+    assert one[0] == pytest.approx(head1) and one[1] == pytest.approx(np.ones(24))
+    kept = heatmap.cell_values(inspection, head=0)
+    assert kept.tolist() == [[float(pairs_keeping(p, layer, 0)) for p in range(24)] for layer in range(3)]
+    inspection.report = dataclasses.replace(inspection.report, settings=dataclasses.replace(
+        inspection.report.settings, window_size=24))  # the window is the whole prompt: the peak over all of it
+    cells = heatmap.cell_values(inspection, scores=True, head=0)
+    assert cells[0] == pytest.approx(np.clip(inspection.scores[0, 0] / 100.0, heatmap.SCORE_FLOOR, 1.0))
+
+
+def figure_pixels(figure) -> np.ndarray:
+    figure.canvas.draw()
+    return np.asarray(figure.canvas.buffer_rgba())[..., :3].astype(int)
+
+
+def test_the_heatmap_cells_are_coloured_by_the_share_kept():
+    import matplotlib
+
+    inspection = hand_inspection(paged=True)
+    figure = heatmap.draw(inspection)
+    axes = figure.axes[0]
+    pixels = figure_pixels(figure)
+    height = pixels.shape[0]
+    cmap = matplotlib.colormaps["YlOrRd"]
+    for layer in range(3):
+        for position in (2, 5, 11, 15):  # outside the window, between page lines
+            x, y = axes.transData.transform((position + 0.5, layer))
+            share = pairs_keeping(position, layer) / 2
+            expected = np.array(cmap(share)[:3]) * 255
+            assert np.abs(pixels[int(height - y), int(x)] - expected).max() <= 3, (layer, position, share)
+    assert axes.get_xlim() == (0.0, 24.0) and axes.get_ylim() == (2.5, -0.5)
+    assert axes.get_xlabel() == "prompt position" and axes.get_ylabel() == "layer"
+    assert [tick.get_text() for tick in axes.get_yticklabels()] == ["0", "1", "2"]
+    assert axes.get_title(loc="left") == "tiny/model · snapkv · budget 12 of 24 tokens · window 6"
+    assert figure.axes[1].get_ylabel() == "kept (share of 2 KV heads)"
+    # the window's frame, the page boundaries (between pages 1|2 and 2|3) and the document's edges
+    window = [patch for patch in axes.patches if patch.get_hatch() == "///"]
+    assert [(patch.get_x(), patch.get_x() + patch.get_width()) for patch in window] == [(18, 24)]
+    assert "window" in [text.get_text() for text in axes.texts]
+    lines = sorted((float(line.get_xdata()[0]), line.get_linestyle()) for line in axes.lines)
+    assert lines == [(1.0, ":"), (7.0, "--"), (13.0, "--"), (16.0, ":")]
+    (top,) = axes.child_axes
+    assert [tick.get_text() for tick in top.get_xticklabels()] == ["p1", "p2", "p3"]
+    assert list(top.get_xticks()) == [4.0, 10.0, 14.5]
+
+
+def test_the_score_heatmap_and_one_head():
+    inspection = hand_inspection()
+    figure = heatmap.draw(inspection, scores=True, head=1)
+    axes = figure.axes[0]
+    assert axes.get_title(loc="left").endswith("window 6 · KV head 1")
+    assert figure.axes[1].get_ylabel() == "pooled score / its maximum before the window (log)"
+    assert heatmap.draw(inspection, head=1).axes[1].get_ylabel() == "kept (KV head 1)"
+    assert not heatmap.draw(inspection, head=1).axes[0].get_title(loc="left").endswith("KV head 1")
+    one_page = heatmap.draw(inspection).axes[0]
+    assert [tick.get_text() for tick in one_page.child_axes[0].get_xticklabels()] == []
+    with pytest.raises(Exception, match="head 2 is out of range"):
+        heatmap.draw(inspection, head=2)
+
+
+def test_the_heatmap_png_is_written_whole(tmp_path):
+    from PIL import Image
+
+    path = tmp_path / "map.png"
+    inspection = hand_inspection()
+    heatmap.write_heatmap(inspection, path, found=(inspection.find("fog"),))
+    with Image.open(path) as picture:
+        assert picture.format == "PNG" and picture.size == (13 * 110, int(3.6 * 110))
+    assert [p.name for p in tmp_path.iterdir()] == ["map.png"]
+
+
+def test_found_texts_get_one_colour_each_in_turn():
+    from matplotlib.colors import to_hex
+
+    inspection = hand_inspection()
+    found = tuple(inspection.find(text) for text in ("lamp", "fog", "Coal", "Who", "came"))
+    axes = heatmap.draw(inspection, found=found).axes[0]
+    labels = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert labels == ["--find 'lamp' (1 occurrence)", "--find 'fog' (2 occurrences)", "--find 'Coal' (1 occurrence)",
+                      "--find 'Who' (1 occurrence)", "--find 'came' (1 occurrence)"]
+    triangles = {float(line.get_xdata()[0]): to_hex(line.get_color()) for line in axes.lines
+                 if line.get_marker() == "v"}
+    assert triangles == {2.5: heatmap.FOUND_COLOURS[0], 10.5: heatmap.FOUND_COLOURS[1],
+                         20.5: heatmap.FOUND_COLOURS[1], 13.5: heatmap.FOUND_COLOURS[2], 17.5: heatmap.FOUND_COLOURS[3],
+                         14.5: heatmap.FOUND_COLOURS[0]}  # the fifth text takes the first colour again
+    # an empty list of occurrences takes no colour and no legend entry
+    axes = heatmap.draw(inspection, found=([], inspection.find("fog"))).axes[0]
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["--find 'fog' (2 occurrences)"]
+    assert {to_hex(line.get_color()) for line in axes.lines if line.get_marker() == "v"} == {heatmap.FOUND_COLOURS[0]}
+
+
+# --------------------------------------------------------------------------- files
+
+
+def test_a_file_that_cannot_be_written_is_refused_with_the_fix(tmp_path):
+    from snapkv_cli.errors import UserError
+
+    with pytest.raises(UserError, match="it is a directory; give a file name"):
+        check_writable(tmp_path)
+    with pytest.raises(UserError, match=f"the directory {tmp_path / 'no'} does not exist; create it first"):
+        check_writable(tmp_path / "no" / "x.html")
+    assert check_writable(tmp_path / "x.html") == tmp_path / "x.html"
+    assert check_writable(str(tmp_path / "y.png")) == tmp_path / "y.png"
+
+
+def test_a_termination_says_which_signal():
+    error = Terminated(15)
+    assert error.signum == 15 and str(error) == "terminated by signal 15"
