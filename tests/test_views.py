@@ -706,8 +706,13 @@ def test_found_texts_get_one_colour_each_in_turn():
 # --------------------------------------------------------------------------- files
 
 
-def test_a_file_that_cannot_be_written_is_refused_with_the_fix(tmp_path):
+def test_a_file_that_cannot_be_written_is_refused_with_the_fix(tmp_path, monkeypatch):
+    from pathlib import Path
+
     from snapkv_cli.errors import UserError
+
+    monkeypatch.chdir(tmp_path)
+    assert check_writable("bare.html") == Path("bare.html")  # a bare name: the current directory
 
     with pytest.raises(UserError, match="it is a directory; give a file name"):
         check_writable(tmp_path)
