@@ -725,3 +725,131 @@ def test_a_file_that_cannot_be_written_is_refused_with_the_fix(tmp_path, monkeyp
 def test_a_termination_says_which_signal():
     error = Terminated(15)
     assert error.signum == 15 and str(error) == "terminated by signal 15"
+
+
+# --------------------------------------------------------------------------- the inspection's JSON and its making
+
+
+def test_the_inspect_json_lists_every_heads_kept_positions_and_scores():
+    inspection = hand_inspection(paged=True)
+    inspection.scored[1] = False
+    inspection.scores[0, 0, 2] = 1.23456789
+    inspection.scores[0, 1, 0] = np.inf
+    data = inspection.to_json()
+    report = inspection.report.to_json(answer=False)
+    assert list(data) == [key for key in report if key not in ("layers", "pages")] + [
+        "token_ids", "tokens", "window", "question_span", "document_span", "pages", "layers"]
+    assert data["schema_version"] == 1 and data["method"] == "snapkv" and "answer" not in data
+    assert data["token_ids"] == list(range(500, 524)) and data["tokens"] == TOKENS
+    assert (data["window"], data["question_span"], data["document_span"]) == ([18, 24], [17, 21], [1, 16])
+    assert data["pages"] == [
+        {"page": 1, "span": [1, 7], "document_tokens": 6, "kept_share": 0.25},
+        {"page": 2, "span": [7, 13], "document_tokens": 6, "kept_share": 0.1667},
+        {"page": 3, "span": [13, 16], "document_tokens": None, "kept_share": None}]  # no report row for page 3
+    assert [layer["layer"] for layer in data["layers"]] == [0, 1, 2]
+    for row, layer in enumerate(data["layers"]):
+        assert layer == {"layer": row, "kept_tokens_min": 12, "kept_tokens_max": 12, "kept_tokens_mean": 12.0,
+                         "capacity": 12, "compressed": True, "sliding_window": False, "scored": row != 1,
+                         "heads": layer["heads"]}
+        for head, entry in enumerate(layer["heads"]):
+            kept = sorted(set(KEPT[(row, head)]) | set(range(18, 24)))
+            assert entry["head"] == head and entry["kept"] == kept
+            if row == 1:
+                assert entry["scores"] is None
+                continue
+            expected = [float(f"{inspection.scores[row, head, p]:.6g}") for p in kept]
+            if (row, head) == (0, 1):
+                expected[0] = None  # not finite: null
+            assert entry["scores"] == expected
+    assert data["layers"][0]["heads"][0]["scores"][2] == 1.23457  # position 2: 6 significant digits
+    inspection.answer, inspection.generated_tokens = "Hale", 2
+    answered = inspection.to_json()
+    assert list(answered)[-2:] == ["answer", "generated_tokens"]
+    assert (answered["answer"], answered["generated_tokens"]) == ("Hale", 2)
+
+
+def test_layers_without_a_report_row_still_list_their_heads():
+    inspection = hand_inspection(layers=(0, 1, 5))
+    layer = inspection.to_json()["layers"][2]
+    assert layer["layer"] == 5 and set(layer) == {"layer", "scored", "heads"}
+
+
+class ByteTokenizer:
+    """Token i is byte i (ids 0-255): decoding joins the bytes, an incomplete character becomes U+FFFD; with
+    ``drop_space`` a decoded text loses its leading space (as SentencePiece tokenizers do)."""
+
+    def __init__(self, drop_space: bool = False):
+        self.drop_space = drop_space
+        self.calls = []
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids, skip_special_tokens=True, clean_up_tokenization_spaces=True):
+        assert skip_special_tokens is False and clean_up_tokenization_spaces is False
+        self.calls.append(list(ids))
+        text = bytes(ids).decode("utf-8", errors="replace")
+        return text[1:] if self.drop_space and text.startswith(" ") else text
+
+
+@pytest.mark.parametrize("drop_space", [False, True])
+def test_token_texts_give_back_the_text_token_by_token(drop_space):
+    from snapkv_cli.inspection import token_texts
+
+    tokenizer = ByteTokenizer(drop_space)
+    text = " a é 🌊 b"
+    ids = tokenizer.encode(text)
+    pieces = token_texts(tokenizer, ids)
+    assert len(pieces) == len(ids) and "".join(pieces) == text.lstrip(" " if drop_space else "")
+    # "é" is 2 bytes: the first token gets "", the second the character; "🌊" is 4 bytes: 3 empty, then it
+    assert pieces[3:5] == ["", "é"] and pieces[6:10] == ["", "", "", "🌊"]
+    assert pieces[-2:] == [" ", "b"]
+    # each decode looks back 4 tokens before those still waiting for their text: the longest, at the wave's 4th byte
+    assert max(len(call) for call in tokenizer.calls) == 8
+    assert token_texts(tokenizer, []) == []
+
+
+def test_token_texts_give_up_waiting_on_a_broken_character():
+    from snapkv_cli.inspection import token_texts
+
+    ids = [0xE2, 0x82, 0x41, 0xF0, 0x9F, 0x8C]  # a 3-byte character cut after 2 bytes, then "A", then a cut one
+    pieces = token_texts(ByteTokenizer(), ids)
+    assert len(pieces) == 6
+    assert "".join(pieces) == bytes(ids).decode("utf-8", errors="replace")
+    assert pieces[-1] != ""  # the last token carries what is left, even broken
+
+
+def test_inspect_answer_reads_each_layers_kept_positions_and_scores():
+    import torch
+
+    from snapkv_cli.engine.records import LayerRecord
+    from snapkv_cli.errors import UserError
+    from snapkv_cli.inspection import inspect_answer
+
+    prompt = Prompt(text="abcdefgh", input_ids=list(b"abcdefgh"), document_span=(1, 6), question_span=(6, 7),
+                    token_pages=[None, 1, 1, 1, 1, 1, None, None], prefix_length=6)
+    scores = torch.arange(2 * 8, dtype=torch.float16).reshape(1, 2, 8) / 4
+    records = {
+        3: LayerRecord(layer=3, prompt_length=8, capacity=4, scores=scores, bytes_before=1, bytes_after=1,
+                       kept_positions=torch.tensor([[[0, 2, 6, 7], [1, 5, 6, 7]]])),
+        1: LayerRecord(layer=1, prompt_length=8, capacity=8, kept_positions=torch.arange(8).expand(1, 2, 8),
+                       scores=None, bytes_before=1, bytes_after=1),
+    }
+    result = type("Result", (), {"cache": type("Cache", (), {"records": records})(), "answer": "abc",
+                                 "generated_ids": [1, 2, 3]})()
+    answer = type("Answer", (), {"prompt": prompt, "result": result, "report": hand_report()})()
+    inspection = inspect_answer(answer, ByteTokenizer())
+    assert inspection.layers == [1, 3] and inspection.tokens == list("abcdefgh")
+    assert inspection.kept.shape == (2, 2, 8) and inspection.kept.dtype == bool
+    assert inspection.kept[0].all()
+    assert [np.flatnonzero(inspection.kept[1, head]).tolist() for head in (0, 1)] == [[0, 2, 6, 7], [1, 5, 6, 7]]
+    assert inspection.scored == [False, True]
+    assert np.isnan(inspection.scores[0]).all() and inspection.scores.dtype == np.float32
+    assert inspection.scores[1].tolist() == (np.arange(16).reshape(2, 8) / 4).tolist()
+    assert inspection.answer is None and inspection.generated_tokens is None
+    assert inspection.report is answer.report and inspection.prompt is prompt
+    with_answer = inspect_answer(answer, ByteTokenizer(), with_answer=True)
+    assert (with_answer.answer, with_answer.generated_tokens) == ("abc", 3)
+    result.cache.records = {}
+    with pytest.raises(UserError, match="the model recorded no layers: nothing to inspect"):
+        inspect_answer(answer, ByteTokenizer())
