@@ -853,3 +853,97 @@ def test_inspect_answer_reads_each_layers_kept_positions_and_scores():
     result.cache.records = {}
     with pytest.raises(UserError, match="the model recorded no layers: nothing to inspect"):
         inspect_answer(answer, ByteTokenizer())
+
+
+# --------------------------------------------------------------------------- the terminal's emphasis and selections
+
+
+def styled_lines(renderable, width: int = 200) -> dict[str, set[str]]:
+    """Each printed line's text (stripped) and the styles of its non-blank segments, on a colour terminal."""
+    console = Console(width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    lines: dict[str, set[str]] = {}
+    text, styles = "", set()
+    for segment in console.render(renderable):
+        if segment.text == "\n":
+            lines.setdefault(text.strip(), set()).update(styles)
+            text, styles = "", set()
+            continue
+        text += segment.text
+        if segment.text.strip():
+            styles.add(str(segment.style) if segment.style else "none")
+    return lines
+
+
+def test_headings_are_bold_and_explanations_dim():
+    inspection = hand_inspection(paged=True)
+    many = [Occurrence("fog", 10, 11, np.zeros((3, 2), dtype=int))] * 11
+    lines = styled_lines(terminal.build_view(inspection, found=(many,)))
+    assert lines["Observation window (positions 18-24, always kept)"] == {"bold"}
+    assert lines["Most-kept passages (60 tokens)"] == {"bold"}
+    passage = next(line for line in lines if line.startswith("#1  positions 1-16"))
+    assert lines[passage] == {"bold cyan"}
+    found = next(line for line in lines if line.startswith("Found 'fog' at positions 10-11"))
+    assert lines[found] == {"bold"}
+    explanation = next(line for line in lines if line.startswith("Layer by layer: how many"))
+    assert lines[explanation] == {"dim"}
+    assert lines["... and 1 more occurrences of 'fog' (--json lists them all)"] == {"dim"}
+    assert lines["Shading: share of 3 layers x 2 KV heads"] == {"dim"}
+
+
+def test_the_found_table_as_printed():
+    inspection = hand_inspection()
+    occurrence = Occurrence("x", 2, 5, np.array([[3, 3], [3, 3], [3, 3]]))
+    text = plain(terminal.found_table(inspection, occurrence))
+    assert [line.rstrip() for line in text.splitlines()] == [
+        "",
+        " layers   all   some   none   tokens kept, head by head",
+        " " + "─" * 54,
+        " 0-2        2      0      0   3 3",
+        "",
+    ]
+    mixed = Occurrence("x", 2, 5, np.array([[3, 10], [0, 0], [0, 0]]))  # 10: more than its tokens, still shown
+    assert [line.rstrip() for line in plain(terminal.found_table(inspection, mixed)).splitlines()[3:5]] == [
+        " 0          1      1      0   3 10",
+        " 1-2        0      0      2   0 0",
+    ]
+
+
+def test_the_view_shades_the_selected_layer_and_head():
+    inspection = hand_inspection()
+    piped = Console(width=300, file=io.StringIO())
+    terminal.render(inspection, piped, layer=1, head=0, full=True)
+    text = piped.file.getvalue()
+    assert "Shading: layer 1, KV head 0" in text and "⟦K text⟧ kept; unmarked text: not kept" in text
+    kept = [position for position in KEPT[(1, 0)] if position < 18]
+    marked = re.findall(r"⟦K ([^⟧]*)⟧", text.split("Shading:")[1].split("Kept share")[0])
+    runs, previous = [], None
+    for position in kept:  # consecutive kept positions are one run
+        if previous is not None and position == previous + 1:
+            runs[-1] += TOKENS[position]
+        else:
+            runs.append(TOKENS[position])
+        previous = position
+    assert marked == [run.strip() for run in runs]
+    # one layer, all its heads: shares of 2
+    layer_view = plain(terminal.build_view(inspection, layer=2, full=True, plain=True))
+    assert "Shading: layer 2, share of its 2 KV heads" in layer_view and "⟦K" not in layer_view
+    # layer 2's heads keep 0, 2, 5-8 and 0, 2-6: both (level 5) or one (level 3) of its 2
+    assert re.findall(r"⟦(\d) ([^⟧]*)⟧", layer_view.split("Shading:")[1])[:5] == [
+        ("5", "<s>user:"), ("5", "lamp"), ("3", "was lit"), ("5", "."), ("3", "Hale fixed")]
+    head_view = plain(terminal.build_view(inspection, head=1, full=True, plain=True))
+    assert "Shading: KV head 1, share of 3 layers" in head_view and "⟦K" not in head_view
+    # the summary's shares are those of the selection too
+    summary = summary_rows(plain(terminal.build_view(inspection, layer=1, head=0)))
+    kept_share = sum(1 for p in range(1, 7) if p in KEPT[(1, 0)]) / 6
+    assert summary[1][:4] == ["¶1", "1-7", "6", f"{round(kept_share * 100)}%"]
+    found = plain(terminal.build_view(inspection, layer=1, head=0, found=(inspection.find("Coal"),)))
+    assert "Found 'Coal' at positions 13-14" in found and "Kept share by paragraph" in found  # found adds, not replaces
+
+
+def test_where_a_found_text_is_right_after_the_question():
+    inspection = hand_inspection()
+    inspection.report = dataclasses.replace(inspection.report, settings=dataclasses.replace(
+        inspection.report.settings, window_size=2))  # window 22-24: the question (17-21) lies before it
+    after = Occurrence("\n", 21, 22, np.zeros((3, 2), dtype=int))
+    assert terminal._where(inspection, after) == " · template"
+    assert terminal._where(inspection, Occurrence("?", 20, 21, np.zeros((3, 2), dtype=int))) == " · question"
