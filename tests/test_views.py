@@ -947,3 +947,45 @@ def test_where_a_found_text_is_right_after_the_question():
     after = Occurrence("\n", 21, 22, np.zeros((3, 2), dtype=int))
     assert terminal._where(inspection, after) == " · template"
     assert terminal._where(inspection, Occurrence("?", 20, 21, np.zeros((3, 2), dtype=int))) == " · question"
+
+
+def test_the_heatmap_marks_window_pages_and_document_in_their_colours():
+    """Read back from the drawn image: the window's blue frame, the dashed green page boundaries and the dotted grey
+    document edges run over every layer at their positions; the figure grows with the layers."""
+    from matplotlib.colors import to_rgb
+
+    inspection = hand_inspection(paged=True)
+    figure = heatmap.draw(inspection)
+    axes = figure.axes[0]
+    pixels = figure_pixels(figure)
+    height = pixels.shape[0]
+
+    def column_colours(position: float) -> list[tuple[int, ...]]:
+        x = round(float(axes.transData.transform((position, 0))[0]))
+        top, bottom = (int(height - axes.transData.transform((position, y))[1]) for y in (-0.5, 2.5))
+        return [tuple(pixels[y, x + dx]) for y in range(top + 2, bottom - 2) for dx in (-1, 0, 1)]
+
+    def near(colours, hex_colour: str) -> int:
+        target = np.array(to_rgb(hex_colour)) * 255
+        return sum(1 for colour in colours if np.abs(np.array(colour) - target).max() <= 40)
+
+    assert near(column_colours(18), "#2a4fd6") > 200 and near(column_colours(24), "#2a4fd6") > 200
+    assert near(column_colours(7), "#1f6f43") > 100 and near(column_colours(13), "#1f6f43") > 100
+    assert near(column_colours(1), "#444444") > 30 and near(column_colours(16), "#444444") > 30
+    assert all(near(column_colours(10), colour) == 0 for colour in ("#2a4fd6", "#1f6f43", "#444444"))
+    # the window's frame is hatched: blue inside it too, yet the cells (kept by all: YlOrRd's darkest) show through
+    inside = column_colours(21.3)
+    assert near(inside, "#2a4fd6") > 30 and near(inside, "#800026") > 300
+    (label,) = [text for text in axes.texts if text.get_text() == "window"]
+    assert label.xy == (18, -0.5) and label.get_ha() == "right" and label.get_va() == "bottom"
+    assert to_rgb(label.get_color()) == to_rgb("#2a4fd6")
+    assert axes.get_images()[0].get_extent() == [0, 24, 2.5, -0.5]
+    assert tuple(figure.get_size_inches() * figure.dpi) == (13 * 110, 3.6 * 110)
+    many = hand_inspection(paged=True, layers=tuple(range(3)))
+    many.layers = list(range(40))
+    many.kept = np.repeat(many.kept, 14, axis=0)[:40]
+    many.scores = np.repeat(many.scores, 14, axis=0)[:40]
+    many.scored = [True] * 40
+    tall = heatmap.draw(many)
+    assert tall.get_size_inches()[1] == pytest.approx(0.16 * 40 + 2.4)
+    assert [tick.get_text() for tick in tall.axes[0].get_yticklabels()] == [str(n) for n in range(0, 40, 3)]
