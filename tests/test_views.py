@@ -229,7 +229,7 @@ def test_an_occurrence_counts_the_pairs_that_kept_it_whole_in_part_or_not():
 
 @pytest.mark.parametrize(("share", "level"), [
     (0.0, 0), (-0.5, 0), (1e-6, 1), (0.2, 1), (0.2001, 2), (0.4, 2), (0.41, 3), (0.6, 3), (0.61, 4), (0.8, 4),
-    (0.81, 5), (1.0, 5), (1 / 3, 2), (2 / 3, 4),
+    (0.81, 5), (1.0, 5), (1 / 3, 2), (2 / 3, 4), (1.5, 5),
 ])
 def test_the_shading_level_is_the_fifth_of_the_share(share, level):
     assert terminal.level(share) == level
@@ -888,6 +888,9 @@ def test_headings_are_bold_and_explanations_dim():
     assert lines[explanation] == {"dim"}
     assert lines["... and 1 more occurrences of 'fog' (--json lists them all)"] == {"dim"}
     assert lines["Shading: share of 3 layers x 2 KV heads"] == {"dim"}
+    console = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    segments = list(console.render(terminal.legend(inspection, None, None)))
+    assert str(next(segment for segment in segments if segment.text.startswith("Legend")).style) == "bold"
 
 
 def test_the_found_table_as_printed():
