@@ -328,6 +328,12 @@ def test_the_coloured_legend_names_each_shade_and_the_window():
     one = plain(terminal.legend(inspection, 1, 0))
     assert one == "Legend:  kept  not kept    window \nShading: layer 1, KV head 0\n"
     assert plain(terminal.legend(inspection, 1, None)).endswith("Shading: layer 1, share of its 2 KV heads\n")
+    assert plain(terminal.legend(inspection, None, 1, plain=True)) == (
+        "Legend: ⟦1 …⟧ ⟦2 …⟧ ⟦3 …⟧ ⟦4 …⟧ ⟦5 …⟧ kept by ≤20%, ≤40%, ≤60%, ≤80%, ≤100% of the pairs; unmarked text: kept "
+        "by none; ⟦W text⟧ the observation window (always kept)\nShading: KV head 1, share of 3 layers\n")
+    assert plain(terminal.legend(inspection, 0, 1, plain=True)) == (
+        "Legend: ⟦K text⟧ kept; unmarked text: not kept; ⟦W text⟧ the observation window (always kept)\n"
+        "Shading: layer 0, KV head 1\n")
 
 
 def test_coloured_tokens_take_their_levels_style_and_the_window_its_own():
