@@ -998,3 +998,40 @@ def test_the_heatmap_marks_window_pages_and_document_in_their_colours():
     tall = heatmap.draw(many)
     assert tall.get_size_inches()[1] == pytest.approx(0.16 * 40 + 2.4)
     assert [tick.get_text() for tick in tall.axes[0].get_yticklabels()] == [str(n) for n in range(0, 40, 3)]
+
+
+def with_window(inspection: Inspection, window_size: int) -> Inspection:
+    inspection.report = dataclasses.replace(inspection.report, settings=dataclasses.replace(
+        inspection.report.settings, window_size=window_size))
+    return inspection
+
+
+@pytest.mark.parametrize(("window_size", "size", "count"), [(6, 4, 3), (10, 4, 3), (10, 3, 5), (6, 1, 4), (10, 5, 9)])
+def test_top_passages_are_the_best_runs_before_the_window_that_do_not_overlap(window_size, size, count):
+    inspection = with_window(hand_inspection(), window_size)
+    share = np.random.default_rng(window_size + size).random(24)
+    share[5:8] += 1.0
+    first, last = 1, min(16, 24 - window_size)  # the document, before the window
+    taken: list[tuple[int, int]] = []
+    expected = []
+    while len(taken) < count:
+        runs = [(share[start:start + size].mean(), start) for start in range(first, last - size + 1)
+                if all(start + size <= a or b <= start for a, b in taken)]
+        if not runs:
+            break
+        mean, start = max(runs, key=lambda run: (run[0], -run[1]))
+        taken.append((start, start + size))
+        expected.append((start, start + size, pytest.approx(mean)))
+    found = inspection.top_passages(share, count, size)
+    assert [(p.start, p.end, p.share) for p in found] == expected
+    assert len(found) == min(count, len(expected))
+
+
+def test_a_passage_is_at_most_the_document_before_the_window():
+    share = np.linspace(0, 1, 24)
+    inspection = with_window(hand_inspection(), 10)  # window 14-24: the document's tokens 1-13 come before it
+    (passage,) = inspection.top_passages(share, 3, 60)
+    assert (passage.start, passage.end) == (1, 14) and passage.share == pytest.approx(share[1:14].mean())
+    assert with_window(hand_inspection(), 23).top_passages(share, 3, 4) == []  # the window covers the document
+    equal = hand_inspection().top_passages(np.zeros(24), 2, 5)
+    assert [(p.start, p.end, p.share) for p in equal] == [(1, 6, 0.0), (6, 11, 0.0)]  # ties: the first run first
