@@ -328,6 +328,14 @@ def test_the_coloured_legend_names_each_shade_and_the_window():
     one = plain(terminal.legend(inspection, 1, 0))
     assert one == "Legend:  kept  not kept    window \nShading: layer 1, KV head 0\n"
     assert plain(terminal.legend(inspection, 1, None)).endswith("Shading: layer 1, share of its 2 KV heads\n")
+    # each swatch in the style it stands for
+    console = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    swatches = {segment.text.strip(): segment.style for segment in console.render(terminal.legend(inspection, None,
+                                                                                                   None))}
+    assert [swatches[f"≤{share}%"] for share in (20, 40, 60, 80, 100)] == terminal.LEVEL_STYLES[1:]
+    assert swatches["window"] == terminal.WINDOW_STYLE and not swatches["none"]
+    one_pair = {segment.text.strip(): segment.style for segment in console.render(terminal.legend(inspection, 1, 0))}
+    assert one_pair["kept"] == terminal.KEPT_STYLE and not one_pair["not kept"]
     assert plain(terminal.legend(inspection, None, 1, plain=True)) == (
         "Legend: ⟦1 …⟧ ⟦2 …⟧ ⟦3 …⟧ ⟦4 …⟧ ⟦5 …⟧ kept by ≤20%, ≤40%, ≤60%, ≤80%, ≤100% of the pairs; unmarked text: kept "
         "by none; ⟦W text⟧ the observation window (always kept)\nShading: KV head 1, share of 3 layers\n")
