@@ -905,6 +905,9 @@ def test_headings_are_bold_and_explanations_dim():
     console = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     segments = list(console.render(terminal.legend(inspection, None, None)))
     assert str(next(segment for segment in segments if segment.text.startswith("Legend")).style) == "bold"
+    header = list(console.render(terminal.header(inspection)))
+    assert str(next(segment for segment in header if segment.text == "snapkv inspect").style) == "bold"
+    assert not next(segment for segment in header if segment.text.startswith("  tiny/model")).style  # plain text
 
 
 def test_the_found_table_as_printed():
