@@ -1046,3 +1046,63 @@ def test_a_passage_is_at_most_the_document_before_the_window():
     assert with_window(hand_inspection(), 23).top_passages(share, 3, 4) == []  # the window covers the document
     equal = hand_inspection().top_passages(np.zeros(24), 2, 5)
     assert [(p.start, p.end, p.share) for p in equal] == [(1, 6, 0.0), (6, 11, 0.0)]  # ties: the first run first
+
+
+def long_paged_inspection() -> Inspection:
+    """A 630-token prompt: the template, 6 pages of 100 document tokens (1-600), the question and the template."""
+    tokens = ["<s>", *[f" w{n}" for n in range(600)], "\nQ:", *[" q"] * 20, "\n", *["A"] * 8]
+    inspection = hand_inspection(tokens=tokens)
+    pages = [None] + [1 + n // 100 for n in range(600)] + [None] * 29
+    inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(1, 601), question_span=(602, 622),
+                                            token_pages=pages)
+    return inspection
+
+
+def test_the_passages_of_a_long_document_are_the_five_best_with_their_pages():
+    inspection = long_paged_inspection()
+    share = np.random.default_rng(5).random(inspection.length) ** 3
+    taken: list[tuple[int, int]] = []
+    for _ in range(5):  # the best run of 60 document tokens overlapping none before it
+        runs = [(share[start:start + 60].mean(), start) for start in range(1, 601 - 60 + 1)
+                if all(start + 60 <= a or b <= start for a, b in taken)]
+        best = max(runs, key=lambda run: (run[0], -run[1]))[1]
+        taken.append((best, best + 60))
+    text = plain(Group(*terminal.passages(inspection, share, plain=True)))
+    heads = re.findall(r"^#(\d)  positions (\d+)-(\d+) · (pages?) (\d+)(?:-(\d+))? · (\d+)% kept$", text, re.M)
+    assert [(int(start), int(end)) for _, start, end, *_ in heads] == taken
+    assert [rank for rank, *_ in heads] == ["1", "2", "3", "4", "5"]
+    for _, start, end, word, first, last, _ in heads:
+        pages = (1 + (int(start) - 1) // 100, 1 + (int(end) - 2) // 100)  # the pages of its first and last token
+        assert (word, int(first), int(last or first)) == ("page" if pages[0] == pages[1] else "pages", *pages)
+    assert any(word == "pages" for _, _, _, word, *_ in heads) and any(word == "page" for _, _, _, word, *_ in heads)
+    assert text.count("…") == 10
+
+
+def test_two_pages_make_a_table_by_page():
+    inspection = hand_inspection(paged=True)
+    inspection.prompt.token_pages[13:16] = [2, 2, 2]
+    assert plain(terminal.summary_table(inspection, inspection.kept_share())).lstrip().startswith(
+        "Kept share by page")
+    assert "Kept share by page (all layers" in html_view.summary_html(inspection)
+
+
+def test_the_summary_table_as_printed():
+    inspection = hand_inspection()
+    share = np.zeros(24)
+    share[1:7] = 0.5
+    share[16:24] = 1.0
+    text = plain(terminal.summary_table(inspection, share))
+    assert [line.rstrip() for line in text.splitlines()] == [
+        "Kept share by paragraph",
+        "",
+        " part       positions   tokens   kept",
+        " " + "─" * 55,
+        " start      0-1              1     0%",
+        " ¶1         1-7              6    50%   ████████",
+        " ¶2         7-13             6     0%",
+        " ¶3         13-16            3     0%",
+        " question   16-24            8   100%   ████████████████",
+        "",
+    ]
+    narrow = plain(terminal.summary_table(inspection, share), width=30)
+    assert len(narrow.splitlines()) == len(text.splitlines())  # a row never wraps: it is cut
