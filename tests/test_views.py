@@ -902,6 +902,9 @@ def test_headings_are_bold_and_explanations_dim():
     assert lines[explanation] == {"dim"}
     assert lines["... and 1 more occurrences of 'fog' (--json lists them all)"] == {"dim"}
     assert lines["Shading: share of 3 layers x 2 KV heads"] == {"dim"}
+    ellipses = {segment.style for segment in Console(width=200, file=io.StringIO(), force_terminal=True).render(
+        Group(*terminal.passages(inspection, inspection.kept_share()))) if segment.text == "…"}
+    assert {str(style) for style in ellipses} == {"dim"}
     console = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     segments = list(console.render(terminal.legend(inspection, None, None)))
     assert str(next(segment for segment in segments if segment.text.startswith("Legend")).style) == "bold"
@@ -921,6 +924,8 @@ def test_the_found_table_as_printed():
         " 0-2        2      0      0   3 3",
         "",
     ]
+    narrow = plain(terminal.found_table(inspection, occurrence), width=30)  # the first four columns are never cut
+    assert " layers   all   some   none" in narrow and " 0-2        2      0      0" in narrow
     mixed = Occurrence("x", 2, 5, np.array([[3, 10], [0, 0], [0, 0]]))  # 10: more than its tokens, still shown
     assert [line.rstrip() for line in plain(terminal.found_table(inspection, mixed)).splitlines()[3:5]] == [
         " 0          1      1      0   3 10",
