@@ -1111,3 +1111,20 @@ def test_the_summary_table_as_printed():
     ]
     narrow = plain(terminal.summary_table(inspection, share), width=30)
     assert len(narrow.splitlines()) == len(text.splitlines())  # a row never wraps: it is cut
+
+
+def test_a_presenter_that_shows_only_messages_hears_each_phase_by_name():
+    from snapkv_cli.presenters import Presenter
+
+    class Messages(Presenter):
+        def __init__(self):
+            self.messages = []
+
+        def progress(self, message: str) -> None:
+            self.messages.append(message)
+
+    presenter = Messages()
+    presenter.phase("Reading the document", 12, "layers")
+    presenter.advance(3)
+    presenter.phase("Answering", None, "tokens")
+    assert presenter.messages == ["Reading the document", "Answering"]
