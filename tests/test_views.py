@@ -1128,3 +1128,21 @@ def test_a_presenter_that_shows_only_messages_hears_each_phase_by_name():
     presenter.advance(3)
     presenter.phase("Answering", None, "tokens")
     assert presenter.messages == ["Reading the document", "Answering"]
+
+
+def test_the_page_template_reads_the_same_under_an_ascii_locale():
+    """The template holds non-ASCII text: it is read as UTF-8 whatever the locale (a C locale is ASCII)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    source = (Path(html_view.__file__).parent / "inspect.html").read_bytes().decode("utf-8")
+    assert any(ord(character) > 127 for character in source)
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0",
+           "PYTHONIOENCODING": "utf-8"}
+    shown = subprocess.run([sys.executable, "-c", "import sys; from snapkv_cli.views.html import template; "
+                            "sys.stdout.buffer.write(template().encode('utf-8'))"], env=env, capture_output=True,
+                           cwd=Path(__file__).resolve().parent.parent, timeout=120)
+    assert shown.returncode == 0, shown.stderr.decode()[-2000:]
+    assert shown.stdout.decode("utf-8") == source
