@@ -1147,3 +1147,14 @@ def test_the_page_template_reads_the_same_under_an_ascii_locale():
                            cwd=Path(__file__).resolve().parent.parent, timeout=120)
     assert shown.returncode == 0, shown.stderr.decode()[-2000:]
     assert shown.stdout.decode("utf-8") == source
+
+
+def test_document_edges_at_the_prompts_ends_draw_no_line():
+    inspection = hand_inspection()
+    inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(0, 24), question_span=(24, 24),
+                                            token_pages=[None] * 24)
+    axes = heatmap.draw(inspection).axes[0]
+    assert [line for line in axes.lines if line.get_linestyle() == ":"] == []
+    inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(0, 16))
+    axes = heatmap.draw(inspection).axes[0]
+    assert [float(line.get_xdata()[0]) for line in axes.lines if line.get_linestyle() == ":"] == [16.0]
