@@ -539,6 +539,7 @@ def test_the_report_tables_hold_every_value_escaped():
                       "Doc_cache", "Stop"]
     assert "<img" not in text and "&lt;img src=x onerror=alert(1)&gt;" in text
     run = text.split("</section>")[0]
+    assert re.fullmatch(r'<section><h2>Run</h2><table>(<tr><th>\w+</th><td class="n?">[^<]*</td></tr>)+</table>', run)
     assert re.findall(r"<tr><th>(\w+)</th>", run) == [key for key, value in report.items()
                                                       if not isinstance(value, (dict, list))]
     assert '<tr><th>prompt_tokens</th><td class="n">24</td></tr>' in run
@@ -557,6 +558,8 @@ def test_the_report_tables_hold_every_value_escaped():
     assert [re.findall(r'<td class="n">([^<]*)</td>', row) for row in rows] == [
         [str(layer), "12", "12", "12", "12", "True", "False"] for layer in range(3)]
     assert html_view._rows_table("Empty", []) == ""
+    one_page = html_view._rows_table("Pages", [{"page": 1, "document_tokens": 6, "kept_share": 0.25}])
+    assert re.findall(r'<td class="n">([^<]*)</td>', one_page) == ["1", "6", "0.25"]
     stop = text.split("<h2>Stop</h2>")[1].split("</section>")[0]
     assert "<tr><th>strings</th>" in stop  # a list of strings stays a value of its table
 
