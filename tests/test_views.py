@@ -1161,3 +1161,26 @@ def test_document_edges_at_the_prompts_ends_draw_no_line():
     inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(0, 16))
     axes = heatmap.draw(inspection).axes[0]
     assert [float(line.get_xdata()[0]) for line in axes.lines if line.get_linestyle() == ":"] == [16.0]
+
+
+def test_unscored_layers_and_empty_bins_raise_no_warning():
+    import warnings
+
+    inspection = hand_inspection()
+    inspection.scores[1] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cells = heatmap.cell_values(inspection, scores=True)
+        binned = heatmap.binned(np.array([[1.0, 2.0, np.nan, np.nan, 5.0]]), 3)
+    assert np.isnan(cells[1]).all() and np.isfinite(cells[0]).all()
+    assert binned[0, 0] == 1.5 and np.isnan(binned[0, 1]) and binned[0, 2] == 5.0
+
+
+def test_with_one_position_before_the_window_it_alone_is_the_reference():
+    inspection = with_window(hand_inspection(), 23)  # window 1-24
+    inspection.scores[:] = 8.0
+    inspection.scores[:, :, 0] = 2.0
+    cells = heatmap.cell_values(inspection, scores=True)
+    assert cells[:, 0] == pytest.approx([1.0, 1.0, 1.0]) and cells[:, 1:] == pytest.approx(np.ones((3, 23)))
+    inspection.scores[:, :, 5] = 0.5
+    assert heatmap.cell_values(inspection, scores=True)[0, 5] == pytest.approx(0.25)  # 0.5 / 2.0
