@@ -557,6 +557,10 @@ def test_the_report_tables_hold_every_value_escaped():
     rows = re.findall(r"<tr>(<td.*?)</tr>", layers)
     assert [re.findall(r'<td class="n">([^<]*)</td>', row) for row in rows] == [
         [str(layer), "12", "12", "12", "12", "True", "False"] for layer in range(3)]
+    assert re.fullmatch(r'<section><h2>Layers</h2><div class="scroll"><table><thead><tr>(<th class="n">\w+</th>)+</tr>'
+                        r'</thead><tbody>(<tr>(<td class="n">[^<]*</td>)+</tr>)+</tbody></table></div></section>\n',
+                        "<section><h2>Layers</h2>" + layers + "</section>\n")
+    assert re.fullmatch(r"(<section><h2>\w+</h2>.*?</section>\n)+", text, re.S) and text.count("<section>") == 11
     assert html_view._rows_table("Empty", []) == ""
     one_page = html_view._rows_table("Pages", [{"page": 1, "document_tokens": 6, "kept_share": 0.25}])
     assert re.findall(r'<td class="n">([^<]*)</td>', one_page) == ["1", "6", "0.25"]
