@@ -579,6 +579,8 @@ def test_the_summary_and_header_of_the_page():
         mean = sum(pairs_keeping(p) for p in range(start, end)) / (6 * (end - start))
         expected.append((label, str(start), str(end), str(round(mean * 100)), f"{mean * 100:.1f}"))
     assert rows == expected
+    assert re.fullmatch(r"<section><h2>[^<]+</h2><table><thead><tr>(<th[^>]*>[^<]*</th>)+</tr></thead><tbody>"
+                        r"(<tr>(<td[^>]*>[^<]*(<span[^>]*></span>)?</td>)+</tr>)+</tbody></table></section>\n", summary)
     assert "Kept share by paragraph" in html_view.summary_html(hand_inspection())
     header = html_view.header_html(inspection)
     assert header.splitlines() == [
@@ -839,6 +841,10 @@ def test_token_texts_give_up_waiting_on_a_broken_character():
     assert len(pieces) == 6
     assert "".join(pieces) == bytes(ids).decode("utf-8", errors="replace")
     assert pieces[-1] != ""  # the last token carries what is left, even broken
+    # bytes that never make a character are not held back past the look-back: at most 3 tokens wait
+    stray = token_texts(ByteTokenizer(), [0x80] * 6 + [0x41])
+    assert "".join(stray) == "\ufffd" * 6 + "A"
+    assert stray == ["", "", "", "\ufffd" * 4, "", "", "\ufffd\ufffdA"]
 
 
 def test_inspect_answer_reads_each_layers_kept_positions_and_scores():
