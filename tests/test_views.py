@@ -215,6 +215,8 @@ def test_found_text_is_covered_by_its_tokens():
     across = inspection.find("lit.\n")  # from inside a token to inside another
     assert [(o.start, o.end) for o in across] == [(4, 7)]
     assert [(o.start, o.end) for o in inspection.find("fixed the fog")] == [(8, 11), (18, 21)]
+    with pytest.raises(ValueError, match=r"^nothing to find: the text is empty$"):
+        inspection.find("")
 
 
 def test_an_occurrence_counts_the_pairs_that_kept_it_whole_in_part_or_not():
