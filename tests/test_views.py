@@ -1196,3 +1196,14 @@ def test_with_one_position_before_the_window_it_alone_is_the_reference():
     assert cells[:, 0] == pytest.approx([1.0, 1.0, 1.0]) and cells[:, 1:] == pytest.approx(np.ones((3, 23)))
     inspection.scores[:, :, 5] = 0.5
     assert heatmap.cell_values(inspection, scores=True)[0, 5] == pytest.approx(0.25)  # 0.5 / 2.0
+
+
+def test_a_blank_line_split_over_tokens_ends_the_paragraph_at_its_last_token():
+    tokens = ["<s>", "lit.\n", "\n", "Hale", " came", ".\n", "\n\n", "Coal", "?", *["A"] * 15]
+    inspection = hand_inspection(tokens=tokens)
+    inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(1, 8), question_span=(8, 9),
+                                            token_pages=[None] * len(tokens))
+    assert inspection.paragraphs() == [(1, 3), (3, 7), (7, 8)]
+    empty = hand_inspection()
+    empty.prompt = dataclasses.replace(empty.prompt, document_span=(5, 5))
+    assert empty.paragraphs() == []
