@@ -1207,3 +1207,38 @@ def test_a_blank_line_split_over_tokens_ends_the_paragraph_at_its_last_token():
     empty = hand_inspection()
     empty.prompt = dataclasses.replace(empty.prompt, document_span=(5, 5))
     assert empty.paragraphs() == []
+
+
+def paragraph_inspection(sizes: list[int], template: int = 5) -> Inspection:
+    """A document of paragraphs of ``sizes`` tokens (each paragraph's last token ends in a blank line), after
+    ``template`` template tokens, then a question token and 12 more."""
+    body = [f"w{n}." + ("\n\n" if index == size - 1 else " ") for n, size in enumerate(sizes) for index in range(size)]
+    tokens = ["<t>"] * template + body + ["Q?"] + ["A"] * 12
+    inspection = hand_inspection(tokens=tokens)
+    end = template + len(body)
+    inspection.prompt = dataclasses.replace(inspection.prompt, document_span=(template, end),
+                                            question_span=(end, end + 1), token_pages=[None] * len(tokens))
+    return inspection
+
+
+def test_paragraphs_are_grouped_into_runs_of_about_equal_tokens():
+    labels = lambda segments: [(s.label, s.start, s.end) for s in segments[1:-1]]
+    thirty = paragraph_inspection([1] * 30)  # tokens 5-35, one paragraph each
+    assert thirty.paragraphs() == [(5 + n, 6 + n) for n in range(30)]
+    # 3 rows of 30 tokens: a group ends before a paragraph that would take it past 10 tokens
+    assert labels(thirty.segments(max_rows=3)) == [("¶1-10", 5, 15), ("¶11-20", 15, 25), ("¶21-30", 25, 35)]
+    assert labels(thirty.segments(max_rows=4)) == [("¶1-7", 5, 12), ("¶8-14", 12, 19), ("¶15-21", 19, 26),
+                                                   ("¶22-30", 26, 35)]
+    # at most 20 rows by default: 21 paragraphs are grouped, 20 are not
+    assert [label for label, _, _ in labels(paragraph_inspection([1] * 21).segments())] == [
+        *(f"¶{n}" for n in range(1, 20)), "¶20-21"]
+    assert len(labels(paragraph_inspection([1] * 20).segments())) == 20
+    # as many paragraphs as rows: each its own row, however unequal
+    assert labels(paragraph_inspection([1, 1, 10]).segments(max_rows=3)) == [("¶1", 5, 6), ("¶2", 6, 7),
+                                                                             ("¶3", 7, 17)]
+    # a document at the very start of the prompt has no "start" row
+    at_start = paragraph_inspection([3, 3], template=0)
+    assert [s.label for s in at_start.segments()] == ["¶1", "¶2", "question"]
+    two_pages = hand_inspection(paged=True)
+    two_pages.prompt.token_pages[13:16] = [2, 2, 2]
+    assert [s.label for s in two_pages.segments()] == ["start", "p1", "p2", "question"]
