@@ -1097,6 +1097,8 @@ def test_the_passages_of_a_long_document_are_the_five_best_with_their_pages():
         assert (word, int(first), int(last or first)) == ("page" if pages[0] == pages[1] else "pages", *pages)
     assert any(word == "pages" for _, _, _, word, *_ in heads) and any(word == "page" for _, _, _, word, *_ in heads)
     assert text.count("…") == 10
+    by_default = inspection.top_passages(share)  # 5 runs of 60 tokens, as the view shows
+    assert [(p.start, p.end) for p in by_default] == taken
 
 
 def test_two_pages_make_a_table_by_page():
@@ -1242,3 +1244,6 @@ def test_paragraphs_are_grouped_into_runs_of_about_equal_tokens():
     two_pages = hand_inspection(paged=True)
     two_pages.prompt.token_pages[13:16] = [2, 2, 2]
     assert [s.label for s in two_pages.segments()] == ["start", "p1", "p2", "question"]
+    to_the_end = hand_inspection()
+    to_the_end.prompt = dataclasses.replace(to_the_end.prompt, document_span=(1, 24), question_span=(24, 24))
+    assert [s.label for s in to_the_end.segments()][-1] != "question"  # nothing after the document: no row
