@@ -1247,3 +1247,20 @@ def test_paragraphs_are_grouped_into_runs_of_about_equal_tokens():
     to_the_end = hand_inspection()
     to_the_end.prompt = dataclasses.replace(to_the_end.prompt, document_span=(1, 24), question_span=(24, 24))
     assert [s.label for s in to_the_end.segments()][-1] != "question"  # nothing after the document: no row
+
+
+def test_found_marks_frame_without_hiding_the_cells_and_point_from_above():
+    from matplotlib.colors import to_hex
+
+    inspection = hand_inspection()
+    found = (inspection.find("fog"),)
+    axes = heatmap.draw(inspection, found=found).axes[0]
+    colour = heatmap.FOUND_COLOURS[0]
+    frames = [patch for patch in axes.patches if to_hex(patch.get_edgecolor()) == colour]
+    assert len(frames) == 2 and all(patch.get_facecolor()[3] == 0 for patch in frames)  # see-through
+    triangles = [line for line in axes.lines if line.get_marker() == "v"]
+    assert [float(line.get_ydata()[0]) for line in triangles] == [-0.5, -0.5]  # above the first layer's row
+    assert all(line.get_clip_on() is False and line.get_linestyle() == "None" for line in triangles)
+    legend = axes.get_legend()
+    (handle,) = legend.legend_handles
+    assert handle.get_marker() == "v" and to_hex(handle.get_color()) == colour and handle.get_linestyle() == "None"
