@@ -278,7 +278,7 @@ class Inspection:
                 if self.scored[row_index]:
                     scores = [_round(value) for value in self.scores[row_index, head, positions].tolist()]
                 heads.append({"head": head, "kept": positions.tolist(), "scores": scores})
-            row = {key: value for key, value in layer_rows.get(layer, {}).items() if key != "layer"}
+            row = layer_rows.get(layer, {})  # its "layer" is this layer: it keeps the first place below
             layers.append({"layer": layer, **row, "scored": self.scored[row_index], "heads": heads})
         pages = [
             {"page": page, "span": [start, end], "document_tokens": share_rows.get(page, {}).get("document_tokens"),
