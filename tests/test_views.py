@@ -433,6 +433,9 @@ def test_render_prints_marks_without_colour_and_shading_with_it():
     assert terminal.has_colour(piped) is False
     terminal.render(inspection, piped)
     assert piped.file.getvalue() == plain(terminal.build_view(inspection, plain=True))
+    found = Console(width=200, file=io.StringIO())
+    terminal.render(inspection, found, found=(inspection.find("Coal"),))
+    assert "Found 'Coal' at positions 13-14" in found.file.getvalue()
     coloured = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     assert terminal.has_colour(coloured) is True
     terminal.render(inspection, coloured, full=True)
@@ -880,8 +883,11 @@ def test_inspect_answer_reads_each_layers_kept_positions_and_scores():
     assert inspection.report is answer.report and inspection.prompt is prompt
     with_answer = inspect_answer(answer, ByteTokenizer(), with_answer=True)
     assert (with_answer.answer, with_answer.generated_tokens) == ("abc", 3)
+    result.cache.records = {3: records[3]}  # a one-layer model
+    one = inspect_answer(answer, ByteTokenizer())
+    assert one.layers == [3] and one.kept.shape == (1, 2, 8)
     result.cache.records = {}
-    with pytest.raises(UserError, match="the model recorded no layers: nothing to inspect"):
+    with pytest.raises(UserError, match=r"^the model recorded no layers: nothing to inspect$"):
         inspect_answer(answer, ByteTokenizer())
 
 
