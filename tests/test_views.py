@@ -459,7 +459,7 @@ def test_the_full_view_goes_through_the_pager_on_a_terminal(monkeypatch):
 
     monkeypatch.setattr(console, "pager", pager)
     terminal.render(inspection, console, full=True)
-    assert paged == [{"styles": True}]
+    assert paged == [{"styles": True}] and "snapkv inspect" in console.file.getvalue()  # the view, paged
     terminal.render(inspection, console, full=False)
     terminal.render(inspection, console, full=True, page=False)
     assert len(paged) == 1
