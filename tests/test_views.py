@@ -1133,6 +1133,10 @@ def test_the_summary_table_as_printed():
         " question   16-24            8   100%   ████████████████",
         "",
     ]
+    console = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    bars = {str(segment.style) for segment in console.render(terminal.summary_table(inspection, share))
+            if segment.text.strip() and set(segment.text.strip()) <= set("█▏▎▍▌▋▊▉")}
+    assert bars == {"#f57a2e"}  # the bars in the shading's orange
     narrow = plain(terminal.summary_table(inspection, share), width=30)
     assert len(narrow.splitlines()) == len(text.splitlines())  # a row never wraps: it is cut
 
