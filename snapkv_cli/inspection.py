@@ -137,26 +137,23 @@ class Inspection:
         if head is not None and not 0 <= head < self.num_heads:
             raise OutOfRange("head", head, self.num_heads)
 
-    def _rows(self, layer: int | None, head: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """The kept mask and scores of the selected pairs, each (pairs, prompt_length)."""
+    def _rows(self, layer: int | None, head: int | None) -> np.ndarray:
+        """The kept mask of the selected pairs, (pairs, prompt_length); a selection holds at least one pair."""
         self.check_selection(layer, head)
         layer_index = slice(None) if layer is None else [self.layers.index(layer)]
         head_index = slice(None) if head is None else [head]
-        kept = self.kept[layer_index][:, head_index]
-        scores = self.scores[layer_index][:, head_index]
-        return kept.reshape(-1, self.length), scores.reshape(-1, self.length)
+        return self.kept[layer_index][:, head_index].reshape(-1, self.length)
 
     def pairs(self, layer: int | None = None, head: int | None = None) -> int:
-        return self._rows(layer, head)[0].shape[0]
+        return self._rows(layer, head).shape[0]
 
     def kept_counts(self, layer: int | None = None, head: int | None = None) -> np.ndarray:
         """(prompt_length,) how many selected (layer, KV head) pairs kept each position."""
-        return self._rows(layer, head)[0].sum(axis=0)
+        return self._rows(layer, head).sum(axis=0)
 
     def kept_share(self, layer: int | None = None, head: int | None = None) -> np.ndarray:
         """(prompt_length,) share of the selected (layer, KV head) pairs that kept each position, in [0, 1]."""
-        kept = self._rows(layer, head)[0]
-        return kept.mean(axis=0) if kept.shape[0] else np.zeros(self.length)
+        return self._rows(layer, head).mean(axis=0)
 
     def describe_selection(self, layer: int | None = None, head: int | None = None) -> str:
         if layer is not None and head is not None:
@@ -281,7 +278,7 @@ class Inspection:
                 if self.scored[row_index]:
                     scores = [_round(value) for value in self.scores[row_index, head, positions].tolist()]
                 heads.append({"head": head, "kept": positions.tolist(), "scores": scores})
-            row = {key: value for key, value in layer_rows.get(layer, {}).items() if key != "layer"}
+            row = layer_rows.get(layer, {})  # its "layer" is this layer: it keeps the first place below
             layers.append({"layer": layer, **row, "scored": self.scored[row_index], "heads": heads})
         pages = [
             {"page": page, "span": [start, end], "document_tokens": share_rows.get(page, {}).get("document_tokens"),

@@ -197,8 +197,8 @@ class Report:
 
     def to_json(self, *, answer: bool = True) -> dict:
         """The JSON object; ``answer=False`` drops the answer, its token count and the decode timings."""
-        data = {"schema_version": self.schema_version}
-        data.update((key, value) for key, value in asdict(self).items() if key != "schema_version")
+        data = {"schema_version": self.schema_version}  # first; updating it below keeps its place
+        data.update(asdict(self))
         if not answer:
             del data["answer"], data["generated_tokens"]
             for key in ("decode_s", "decode_tokens_per_s"):

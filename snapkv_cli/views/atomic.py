@@ -24,7 +24,7 @@ def check_writable(path: str | os.PathLike) -> Path:
     """Fail early, with the fix, when ``path`` cannot be written (before the model runs)."""
     path = Path(path)
     refuse_overlong(path)
-    parent = path.parent if str(path.parent) else Path(".")
+    parent = path.parent  # "." for a bare file name
     if path.is_dir():
         raise UserError(f"cannot write {path}: it is a directory; give a file name")
     if not parent.is_dir():

@@ -78,7 +78,7 @@ def _cell(key: str, value) -> str:
         text = "–"
     else:
         text = str(value)
-    if key.endswith("bytes") and isinstance(value, (int, float)) and value is not True:
+    if "bytes" in key.split("_") and _numeric(value):  # peak_rss_bytes, bytes_before, a doc cache's bytes...
         text = f"{value} ({human_bytes(value)})"
     return html.escape(text)
 
@@ -121,7 +121,7 @@ def summary_html(inspection: Inspection) -> str:
     pages = len({page for page, _, _ in inspection.page_runs()}) > 1
     rows = []
     for segment in inspection.segments():
-        value = float(share[segment.start:segment.end].mean()) if segment.length else 0.0
+        value = float(share[segment.start:segment.end].mean())  # a segment holds at least one token
         rows.append(f"<tr><td>{html.escape(segment.label)}</td><td class=\"n\">{segment.start}-{segment.end}</td>"
                     f"<td class=\"n\">{value:.0%}</td><td><span class=\"bar\" style=\"width:{value * 100:.1f}px\">"
                     f"</span></td></tr>")

@@ -141,7 +141,7 @@ def summary_table(inspection: Inspection, share: np.ndarray) -> Table:
     table.add_column("kept", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
     for segment in inspection.segments():
-        value = float(share[segment.start:segment.end].mean()) if segment.length else 0.0
+        value = float(share[segment.start:segment.end].mean())  # a segment holds at least one token
         table.add_row(segment.label, f"{segment.start}-{segment.end}", str(segment.length), f"{value:.0%}",
                       Text(bar(value), style="#f57a2e"))
     return table
