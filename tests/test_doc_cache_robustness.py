@@ -921,6 +921,60 @@ def test_a_secret_that_cannot_be_read_or_created_is_a_miss_with_the_reason(tmp_p
     assert (lookup.status, lookup.reason) == ("miss", f"the cache cannot be used: cannot create {secret}: File exists")
 
 
+def test_the_secret_is_made_inside_the_cache_directory_even_without_a_system_temporary_folder(tmp_path, monkeypatch):
+    """The secret is written to a temporary file next to it (so that linking it into place cannot cross file systems):
+    a system temporary folder that does not exist changes nothing."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-folder"))
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, _ = stored(cache, 0)
+    assert len((cache.directory / cache_secret.SECRET_NAME).read_bytes()) == cache_secret.SECRET_BYTES
+    assert cache.load(key, ids, tiny_model("llama")).status == "hit"
+
+
+def test_a_secret_temporary_that_could_not_be_removed_is_cleared_with_the_cache(tmp_path, monkeypatch):
+    """Making the secret leaves no file behind; if its temporary cannot be removed, it is a hidden temporary that
+    ``cache clear`` removes with the rest."""
+    cache = disk.DocCache(tmp_path / "docs")
+    cache.directory.mkdir(parents=True)
+    def unlink_refused(path):
+        raise PermissionError(1, "Operation not permitted")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "unlink", unlink_refused)
+        cache_secret.load_secret(cache.directory, create=True)
+    (leftover,) = [name for name in os.listdir(cache.directory) if name != cache_secret.SECRET_NAME]
+    assert leftover.startswith(".")  # hidden: never listed as an entry
+    cache.clear()
+    assert leftover not in os.listdir(cache.directory) and (cache.directory / cache_secret.SECRET_NAME).exists()
+
+
+def test_a_secret_on_a_file_system_without_hard_links_is_created_exclusively(tmp_path, monkeypatch):
+    """Where hard links are refused, the secret is written with an exclusive create; if another process made it in
+    between, its secret is the one used."""
+    def no_links(source, target):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    directory = tmp_path / "docs"
+    directory.mkdir()
+    made = cache_secret.load_secret(directory, create=True)
+    assert len(made) == cache_secret.SECRET_BYTES and (directory / cache_secret.SECRET_NAME).read_bytes() == made
+    assert [name for name in os.listdir(directory)] == [cache_secret.SECRET_NAME]
+
+    other = tmp_path / "other"
+    other.mkdir()
+    theirs = bytes(range(cache_secret.SECRET_BYTES))
+
+    def another_process_first(source, target):
+        Path(target).write_bytes(theirs)
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", another_process_first)
+    assert cache_secret.load_secret(other, create=True) == theirs
+
+
 def test_an_entry_that_cannot_be_checked_or_loaded_is_left_in_place(tmp_path):
     """A failure that says nothing about the file (a key without a window size, a model on a device that does not
     exist) is reported as such, and the entry stays for a caller that can use it."""
