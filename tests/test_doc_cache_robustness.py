@@ -900,6 +900,17 @@ def test_cache_list_describes_good_entries_and_shows_junk_as_unreadable(tmp_path
         assert description["created"] == (1700000000.5 if name == "no-key" else None), name
 
 
+def test_a_document_name_that_is_not_valid_text_is_listed_escaped(tmp_path):
+    """A file name with bytes that are not UTF-8 (Python holds them as lone surrogates) is listed with the byte
+    escaped, never a crash of ``cache list``."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, prefix = entry(0)
+    ok, reason, _ = cache.store(key, ids, prefix, document="notes-\udcff.txt")
+    assert ok, reason
+    (listed,) = [e.describe() for e in cache.entries()]
+    assert listed["document"] == "notes-\\udcff.txt"
+
+
 def test_a_new_cache_directory_is_made_with_its_parents_private_to_its_owner(tmp_path):
     cache = disk.DocCache(tmp_path / "a" / "b" / "docs")
     stored(cache, 0)

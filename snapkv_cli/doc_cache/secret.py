@@ -71,11 +71,11 @@ def _create(path: Path) -> bytes:
             os.unlink(temporary)
 
 
-def keyed_digest(secret: bytes, *parts: bytes | str) -> hmac.HMAC:
+def keyed_digest(secret: bytes, *parts: str) -> hmac.HMAC:
     """An HMAC-SHA256 of ``parts`` under ``secret`` (each part length-prefixed, so boundaries cannot shift)."""
     mac = hmac.new(secret, digestmod=hashlib.sha256)
     for part in parts:
-        data = part.encode("utf-8") if isinstance(part, str) else part
+        data = part.encode("utf-8")
         mac.update(len(data).to_bytes(8, "little"))
         mac.update(data)
     return mac
