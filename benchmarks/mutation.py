@@ -182,9 +182,11 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
     an earlier rerun, and :func:`module_statuses` lays that file over the full run's ``<module>.json``.
     """
     statuses: dict[str, str] = {}
+    existing: list[str] = []  # every mutant of the code as it is now (a rerun: code changed since may drop some)
     for meta in sorted((work / "mutants").rglob("*.py.meta")):
         data = json.loads(meta.read_text())
         for mutant, exit_code in data.get("exit_code_by_key", {}).items():
+            existing.append(mutant)
             if not only or mutant in only:
                 statuses[mutant] = STATUS_BY_EXIT_CODE.get(exit_code, "suspicious")
     others = {}
@@ -204,6 +206,8 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
     result = {"module": name, "mutated": mutated, "tests": tests, "mutmut": MUTMUT, "commit": commit,
               "max_children": max_children, "seconds": round(seconds), "total": len(statuses),
               "counts": _counts(statuses), "statuses": dict(sorted(statuses.items())), "not_killed": others}
+    if only:
+        result["existing"] = sorted(existing)
     results.mkdir(parents=True, exist_ok=True)
     target = results / (f"{name}.rerun.json" if only else f"{name}.json")
     target.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -222,7 +226,8 @@ def module_statuses(name: str, results: Path = RESULTS) -> dict[str, str] | None
     """The full run's status of every mutant, with a rerun's statuses laid over it (None if never run).
 
     A rerun tests again, after new tests, the mutants the full run left alive, plus every mutant of any function
-    whose code changed since (its mutants are renumbered: the rerun names them all).
+    whose code changed since (its mutants are renumbered: the rerun names them all); a mutant the code no longer has
+    (a rerun records those it has) is left out.
     """
     full = results / f"{name}.json"
     if not full.exists():
@@ -230,7 +235,11 @@ def module_statuses(name: str, results: Path = RESULTS) -> dict[str, str] | None
     statuses = json.loads(full.read_text(encoding="utf-8"))["statuses"]
     rerun = results / f"{name}.rerun.json"
     if rerun.exists():
-        statuses = {**statuses, **json.loads(rerun.read_text(encoding="utf-8"))["statuses"]}
+        later = json.loads(rerun.read_text(encoding="utf-8"))
+        statuses = {**statuses, **later["statuses"]}
+        if "existing" in later:  # mutants of code removed since the full run are gone, not killed
+            existing = set(later["existing"])
+            statuses = {mutant: status for mutant, status in statuses.items() if mutant in existing}
     return statuses
 
 
