@@ -860,6 +860,24 @@ def test_evict_never_removes_the_kept_entry_even_the_oldest(tmp_path):
     assert [e.path for e in cache.entries()] == [paths[0]]
 
 
+def test_an_entry_being_written_is_not_listed(tmp_path, monkeypatch):
+    """``cache list`` run while another process writes an entry does not show the half-written file."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key, ids, prefix = entry(0)
+    seen_while_writing = []
+    replace = os.replace
+
+    def replace_after_listing(source, target):
+        seen_while_writing.append([e.path.name for e in cache.entries()])
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_after_listing)
+    ok, reason, _ = cache.store(key, ids, prefix)
+    assert ok, reason
+    assert seen_while_writing == [[]]
+    assert [e.path.name for e in cache.entries()] == [cache.path_for(key).name]
+
+
 def test_clear_removes_leftover_temporaries_only_when_clearing_everything(tmp_path):
     """A temporary file may be another process's write in progress: ``clear --older-than`` leaves a fresh one;
     a plain ``clear`` removes every one."""
