@@ -191,6 +191,16 @@ def stand_in(source, *, family: str = "llama", attn: str = "sdpa", revision=None
                            device=torch.device("cpu"))
 
 
+def test_a_key_names_the_same_entry_whatever_the_order_of_its_fields(tmp_path):
+    """A key is what it holds, not the order its fields were written in: the same settings written in another order
+    find the same entry."""
+    cache = disk.DocCache(tmp_path / "docs")
+    key = {"model": {"name": "m", "dtype": "float32"}, "prefix_tokens": 40, "window_size": 8}
+    reordered = {"window_size": 8, "prefix_tokens": 40, "model": {"dtype": "float32", "name": "m"}}
+    assert list(key) != list(reordered)
+    assert cache.path_for(key) == cache.path_for(reordered)
+
+
 def test_the_key_records_what_built_the_prefix(tmp_path):
     """The model part of an entry's key (stored in the file's metadata) names, as documented, the model's name and
     source, a hash of its config, its revision, its weight files (name, size, modification time), dtype, device
