@@ -32,7 +32,6 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results" / "mutation"
 TESTING_MD = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
-GROUPS_BEGIN, GROUPS_END = "<!-- mutation-groups:begin -->", "<!-- mutation-groups:end -->"
 
 # module -> (files mutated, fast test files that exercise them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
@@ -280,21 +279,17 @@ def groups_table() -> str:
         files = ", ".join(f"`{pattern}`" for pattern in mutated)
         tested = ", ".join(f"`{test.removeprefix('tests/')}`" for test in tests)
         rows.append(f"| `{name}` | {files} | {tested} |")
-    return "\n".join(rows)
-
-
-def _between(text: str, begin: str, end: str, rows: str) -> str:
-    head, rest = text.split(begin)
-    _, tail = rest.split(end)
-    return head + begin + "\n" + rows + "\n" + end + tail
+    return "\n".join(rows) + "\n"
 
 
 def report() -> None:
-    """Rewrite the generated tables between the markers of ``docs/testing.md``."""
+    """Rewrite the generated table between the markers of ``docs/testing.md`` (its table of groups is a block of
+    ``benchmarks.tables``: it follows from ``MODULES``, not from results)."""
     text = TESTING_MD.read_text(encoding="utf-8")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
     rows = table()
-    text = _between(_between(text, BEGIN, END, rows), GROUPS_BEGIN, GROUPS_END, groups_table())
-    TESTING_MD.write_text(text, encoding="utf-8")
+    TESTING_MD.write_text(head + BEGIN + "\n" + rows + "\n" + END + tail, encoding="utf-8")
     print(rows)
 
 

@@ -28,7 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import default_rule, dtype_accuracy, long_cost_bench, prefill_bench, usage_doc
+from benchmarks import default_rule, dtype_accuracy, long_cost_bench, mutation, prefill_bench, usage_doc
 from benchmarks import methods_timing as methods_timing_script
 from benchmarks import selection_cost as selection_cost_script
 from benchmarks.peers import llamacpp_bench, peers_bench
@@ -36,7 +36,8 @@ from benchmarks.peers import llamacpp_bench, peers_bench
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "guide.md", DOCS / "usage.md", DOCS / "methods.md",
-         DOCS / "multi_question.md", DOCS / "peers.md", DOCS / "batch.md", *sorted((DOCS / "decisions").glob("*.md")))
+         DOCS / "multi_question.md", DOCS / "peers.md", DOCS / "batch.md", DOCS / "testing.md",
+         *sorted((DOCS / "decisions").glob("*.md")))
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
 
@@ -1157,6 +1158,8 @@ GENERATORS = {
     "selection-cost": selection_cost,
     "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
+    # docs/testing.md: what each mutation group mutates and which tests it runs, from benchmarks/mutation.py
+    "mutation-groups": mutation.groups_table,
     "usage-index": usage_doc.command_index,
     "usage-commands": usage_doc.command_reference,
     "json-schema": usage_doc.json_schema,

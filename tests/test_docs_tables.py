@@ -68,7 +68,6 @@ def test_mutation_table_follows_its_json():
 
     text = (DOCS / "testing.md").read_text(encoding="utf-8")
     assert mutation.table() in text.split(mutation.BEGIN)[1].split(mutation.END)[0]
-    assert mutation.groups_table() in text.split(mutation.GROUPS_BEGIN)[1].split(mutation.GROUPS_END)[0]
 
 
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
