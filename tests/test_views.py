@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import re
 
 import numpy as np
@@ -566,6 +567,7 @@ def test_the_report_tables_hold_every_value_escaped():
                         r'</thead><tbody>(<tr>(<td class="n">[^<]*</td>)+</tr>)+</tbody></table></div></section>\n',
                         "<section><h2>Layers</h2>" + layers + "</section>\n")
     assert re.fullmatch(r"(<section><h2>\w+</h2>.*?</section>\n)+", text, re.S) and text.count("<section>") == 11
+    assert text.count("</section>\n<section>") == 10  # the tables follow one another, nothing between them
     assert html_view._rows_table("Empty", []) == ""
     one_page = html_view._rows_table("Pages", [{"page": 1, "document_tokens": 6, "kept_share": 0.25}])
     assert re.findall(r'<td class="n">([^<]*)</td>', one_page) == ["1", "6", "0.25"]
@@ -749,6 +751,12 @@ def test_a_file_that_cannot_be_written_is_refused_with_the_fix(tmp_path, monkeyp
         check_writable(tmp_path / "no" / "x.html")
     assert check_writable(tmp_path / "x.html") == tmp_path / "x.html"
     assert check_writable(str(tmp_path / "y.png")) == tmp_path / "y.png"
+    # a directory the user may not write to (root may write anywhere, so the system's answer is simulated)
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode))
+    with pytest.raises(UserError, match=f"cannot write {tmp_path / 'x.html'}: the directory {tmp_path} is not "
+                                        "writable"):
+        check_writable(tmp_path / "x.html")
 
 
 def test_a_termination_says_which_signal():
@@ -1274,3 +1282,22 @@ def test_found_marks_frame_without_hiding_the_cells_and_point_from_above():
     legend = axes.get_legend()
     (handle,) = legend.legend_handles
     assert handle.get_marker() == "v" and to_hex(handle.get_color()) == colour and handle.get_linestyle() == "None"
+
+
+def test_the_heatmap_file_follows_the_scores_head_and_found_options(tmp_path):
+    """``inspect --heatmap`` with ``--scores``, ``--head`` or ``--find`` writes a different picture than without."""
+    from PIL import Image
+
+    inspection = hand_inspection()
+    found = (inspection.find("fog"),)
+
+    def pixels(name: str, **options) -> bytes:
+        heatmap.write_heatmap(inspection, tmp_path / name, **options)
+        with Image.open(tmp_path / name) as picture:
+            return picture.convert("RGB").tobytes()
+
+    default = pixels("default.png")
+    assert pixels("again.png") == default  # the same options draw the same picture
+    variants = [pixels("scores.png", scores=True), pixels("head.png", head=1), pixels("found.png", found=found)]
+    assert all(variant != default for variant in variants)
+    assert len(set(variants)) == 3
