@@ -23,11 +23,11 @@ X86 = ("x86_64", "amd64", "i386", "i686")
 ARM64 = ("aarch64", "arm64")
 
 
-def cpuinfo_flags(path: Path = CPUINFO) -> set[str]:
-    """The feature flags of the first processor in ``/proc/cpuinfo`` (``flags`` on x86, ``Features`` on arm); empty
-    where the file does not exist or cannot be read."""
+def cpuinfo_flags(path: Path | None = None) -> set[str]:
+    """The feature flags of the first processor in ``path`` (default :data:`CPUINFO`, read at call time) (``flags``
+    on x86, ``Features`` on arm); empty where the file does not exist or cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = (path or CPUINFO).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return set()
     for line in text.splitlines():
