@@ -109,7 +109,8 @@ def scratch_copy(work: Path) -> None:
 
 def setup_cfg(mutated: list[str], tests: list[str]) -> str:
     lines = ["[mutmut]", "source_paths=snapkv_cli", "only_mutate=", *[f"    {pattern}" for pattern in mutated],
-             "also_copy=", "    benchmarks/", "    examples/", "    prompts/", "    docs/",
+             "also_copy=", "    benchmarks/", "    examples/", "    prompts/", "    docs/", "    README.md",
+             "    CONTRIBUTING.md", "    pyproject.toml",
              "pytest_add_cli_args_test_selection=", *[f"    {test}" for test in tests],
              "pytest_add_cli_args=", "    -m", "    not slow", "    -p", "    no:cacheprovider",
              "timeout_multiplier=5.0"]
