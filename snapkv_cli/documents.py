@@ -359,7 +359,8 @@ def _check_regular(descriptor: int, source: str, limit: int) -> None:
 
 def _read_file(path: str, source: str, limit: int) -> bytes:
     """The bytes of the regular file ``path``: opened without blocking, checked with ``fstat``, at most ``limit``."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    # os.open makes its descriptors non-inheritable itself (O_CLOEXEC where there is one)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     try:
         descriptor = os.open(path, flags)  # O_NONBLOCK: a FIFO without a writer cannot hang the open
     except FileNotFoundError:
@@ -529,7 +530,8 @@ class _HTMLTextExtractor(HTMLParser):
                 return
         if self._pending:
             if self.parts:
-                self.parts[-1] = self.parts[-1].rstrip(" ")
+                # all trailing white space: a <pre> that ends in a line break is still followed by one blank line
+                self.parts[-1] = self.parts[-1].rstrip()
             self.parts.append(self._pending)
             self._pending = ""
         self.parts.append(data)
