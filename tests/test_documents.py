@@ -20,6 +20,7 @@ from snapkv_cli.documents import (
     decode_text,
     html_to_text,
     load_document,
+    parse_page_ranges,
     parse_page_spec,
 )
 from snapkv_cli.errors import UserError
@@ -399,3 +400,85 @@ def test_report_shape():
     assert "The company's headquarters are in Tallinn." in " ".join(doc.text.split())
     notes = load_document(str(EXAMPLES / "field_notes.txt"))
     assert 800 <= len(notes.text.split()) <= 1200
+
+
+# --- exact behaviour at the edges ----------------------------------------------------------
+
+
+def test_stdin_text_stream_drops_the_byte_order_mark_and_keeps_pages():
+    doc = load_document("-", stdin=io.StringIO("\ufeffXylophone notes\r\nline two\rline three\fpage two"))
+    assert doc == Document("<stdin>", "text", (Page(1, "Xylophone notes\nline two\nline three"), Page(2, "page two")))
+    assert load_document("-", pages="2", stdin=io.StringIO("one\ftwo")).pages == (Page(2, "two"),)
+    html = load_document("-", stdin=io.StringIO("\ufeff<html><body><p>Hi</p></body></html>"))
+    assert (html.kind, html.text) == ("html", "Hi")
+
+
+def test_form_feeds_split_pages_and_only_a_trailing_one_is_dropped(tmp_path):
+    assert load_document(write(tmp_path, "two.txt", "a\fb")).pages == (Page(1, "a"), Page(2, "b"))
+    one = write(tmp_path, "one.txt", "one page\f")
+    assert str(load_error_pages(one, "2")) == f"page selection '2' is out of range: {one} has 1 page; choose pages 1-1"
+    blank = write(tmp_path, "blank.txt", "  \n")
+    assert str(load_error_pages(blank, "1")) == (f"'{blank}' has no text in pages 1: give a document that contains "
+                                                 "some text")
+    assert str(load_error(blank)) == f"'{blank}' has no text: give a document that contains some text"
+    html = write(tmp_path, "pages.html", "<p>one</p>\f<p>two</p>")
+    assert load_document(html).pages == (Page(1, "one"), Page(2, "two"))
+
+
+def load_error_pages(path: str, pages: str) -> UserError:
+    with pytest.raises(UserError) as info:
+        load_document(path, pages=pages)
+    return info.value
+
+
+def test_page_selection_messages_without_a_document():
+    with pytest.raises(UserError) as info:
+        parse_page_ranges("x")
+    assert str(info.value) == "invalid page selection 'x': use numbers and ranges like 3-7,10"
+
+
+def test_pdf_messages_name_the_file(six_page_pdf, tmp_path):
+    assert str(load_error_pages(six_page_pdf, "7")) == (
+        f"page selection '7' is out of range: {six_page_pdf} has 6 pages; choose pages 1-6"
+    )
+    scan = write(tmp_path, "scan.pdf", make_examples.pdf_bytes(["", ""]))
+    assert str(load_error(scan)) == (
+        f"'{scan}' has no extractable text; it looks scanned; run OCR first, e.g. ocrmypdf in.pdf out.pdf"
+    )
+    text = write(tmp_path, "text.pdf", "not a PDF at all")
+    assert str(load_error(text)) == f"could not read PDF '{text}': no PDF header; is it truncated or damaged?"
+    data = make_examples.pdf_bytes(PDF_PAGES)
+    cut = write(tmp_path, "cut.pdf", data[: len(data) // 2])
+    assert str(load_error(cut)) == f"could not read PDF '{cut}': no end-of-file marker; is it truncated or damaged?"
+    fake = write(tmp_path, "fake.pdf", b"%PDF-1.7\n" + bytes(range(256)) * 4 + b"\n%%EOF\n")
+    assert str(load_error(fake)) == f"could not read PDF '{fake}': startxref not found; is it truncated or damaged?"
+
+
+def test_pdf_header_within_1024_bytes_and_end_marker_within_the_last_2048(tmp_path):
+    """Junk may come before the %PDF- header as long as it starts in the first 1024 bytes (as Acrobat reads PDFs),
+    and after the %%EOF marker as long as the marker stays in the last 2048 bytes."""
+    data = make_examples.pdf_bytes(["hello world"])
+    assert data.endswith(b"%%EOF\n")
+    assert load_document(write(tmp_path, "head.pdf", b"J" * 1019 + data)).text == "hello world"
+    late = write(tmp_path, "late.pdf", b"J" * 1020 + data)
+    assert "no PDF header" in str(load_error(late))
+    assert load_document(write(tmp_path, "tail.pdf", data + b"X" * 2042)).text == "hello world"  # "%%EOF\n" + 2042
+    tail = write(tmp_path, "long_tail.pdf", data + b"X" * 2043)
+    assert "no end-of-file marker" in str(load_error(tail))
+
+
+def test_html_spacing_around_inline_and_block_elements():
+    assert html_to_text("<p>one <b>two</b> three</p><p>four</p>") == "one two three\n\nfour"
+    assert html_to_text("<p>one <b> two</b></p>") == "one two"
+    assert html_to_text("<p>X-ray </p><p>FAX</p><p>end</p>") == "X-ray\n\nFAX\n\nend"
+
+
+def test_html_pre_keeps_its_spaces_and_text_after_it_does_not():
+    assert html_to_text("<pre>a  <b>b</b>  c</pre><p>after    pre</p>") == "a  b  c\n\nafter pre"
+    assert html_to_text("<pre>x<pre>y</pre>  z  </pre><p>after    pre</p>") == "x\n\ny\n\n  z\n\nafter pre"
+    assert html_to_text("<pre><code>x = 1\n</code></pre><p>after</p>") == "x = 1\n\nafter"  # one blank line
+
+
+def test_html_the_parser_rejects_loses_its_tags_scripts_and_blank_lines():
+    html = '<p>Kept &amp; shown</p>\n<SCRIPT type="a">\nhidden()\n</SCRIPT>\n<![bogus[ ]]>  more   text \n\n<div>last</div>'
+    assert html_to_text(html) == "Kept & shown\nmore text\nlast"
