@@ -436,17 +436,16 @@ def _read_pdf(source: str, data: bytes, pages: str | None) -> tuple[Page, ...]:
         raise UserError(f"could not read PDF '{source}': {problem}; is it truncated or damaged?")
     try:
         with _quiet_pypdf():
-            reader = pypdf.PdfReader(io.BytesIO(data))
-            if reader.is_encrypted:
-                try:
-                    decrypted = reader.decrypt("")
-                except DependencyError:
-                    decrypted = pypdf.PasswordType.NOT_DECRYPTED
-                if decrypted == pypdf.PasswordType.NOT_DECRYPTED:
-                    raise UserError(
-                        f"'{source}' is encrypted; decrypt it first, "
-                        "e.g. qpdf --decrypt in.pdf out.pdf"
-                    )
+            try:  # pypdf tries the empty password already when it opens an encrypted file
+                reader = pypdf.PdfReader(io.BytesIO(data))
+                locked = reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED
+            except DependencyError:  # AES encryption, and no cryptography package to undo it
+                locked = True
+            if locked:
+                raise UserError(
+                    f"'{source}' is encrypted; decrypt it first, "
+                    "e.g. qpdf --decrypt in.pdf out.pdf"
+                )
             page_count = len(reader.pages)
             if page_count == 0:
                 raise UserError(f"'{source}' has no pages: give a PDF with some text in it")

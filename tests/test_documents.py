@@ -480,5 +480,18 @@ def test_html_pre_keeps_its_spaces_and_text_after_it_does_not():
 
 
 def test_html_the_parser_rejects_loses_its_tags_scripts_and_blank_lines():
-    html = '<p>Kept &amp; shown</p>\n<SCRIPT type="a">\nhidden()\n</SCRIPT>\n<![bogus[ ]]>  more   text \n\n<div>last</div>'
+    html = ('<p>Kept &amp; shown</p>\n<SCRIPT type="a">\nhidden()\n</SCRIPT>\n<![bogus[ ]]>  more   text \n\n'
+            "<div>last</div>")
     assert html_to_text(html) == "Kept & shown\nmore text\nlast"
+
+
+def test_pdf_encrypted_with_aes_is_named_encrypted(tmp_path):
+    """AES-256 encryption (revision 6) needs the optional cryptography package even to try the empty password;
+    without it, and with it (these keys match no password), the file is encrypted, not damaged."""
+    zeros = {"O": 48, "U": 48, "OE": 32, "UE": 32, "Perms": 16}  # key lengths in bytes, as hex
+    keys = b" ".join(b"/%s <%s>" % (name.encode(), b"00" * length) for name, length in zeros.items())
+    encrypt = b"/Encrypt << /Filter /Standard /V 5 /R 6 /Length 256 /P -4 " + keys + b" >> /ID [<00> <00>]"
+    data = make_examples.pdf_bytes(["secret"])
+    assert data.count(b"/Info 5 0 R >>") == 1
+    path = write(tmp_path, "aes.pdf", data.replace(b"/Info 5 0 R >>", b"/Info 5 0 R " + encrypt + b" >>"))
+    assert str(load_error(path)) == f"'{path}' is encrypted; decrypt it first, e.g. qpdf --decrypt in.pdf out.pdf"
