@@ -329,8 +329,9 @@ class EndlessStream:
 
 
 def test_an_endless_stdin_is_cut_at_the_limit():
-    with pytest.raises(DocumentTooLarge, match="'<stdin>' is more than 4.0 KB, over the 4.0 KB limit"):
+    with pytest.raises(DocumentTooLarge) as info:
         load_document("-", stdin=EndlessStream(), max_bytes=4096)
+    assert str(info.value) == too_large("<stdin>", "more than 4.0 KB", "4.0 KB")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
@@ -505,7 +506,8 @@ def test_tables_of_binary_numbers_are_not_wide_text(tmp_path):
     mixed = [1000 + 7 * k if k % 2 else 100_001 + 4 * k for k in range(400)]
     astral = [65_536 + 0x41 + k % 26 for k in range(400)]
     sixteen = [0x41 + k % 26 if k % 2 else 0x100 * (1 + k % 40) for k in range(400)]
-    tables = {"le32": _table(mixed, 4, "little"), "be32": _table(astral, 4, "big"), "le16": _table(sixteen, 2, "little")}
+    tables = {"le32": _table(mixed, 4, "little"), "be32": _table(astral, 4, "big"),
+              "le16": _table(sixteen, 2, "little")}
     for name, data in tables.items():
         with pytest.raises(BinaryDocument):
             load_document(write(tmp_path, f"{name}.txt", data))
