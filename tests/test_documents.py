@@ -495,3 +495,14 @@ def test_pdf_encrypted_with_aes_is_named_encrypted(tmp_path):
     assert data.count(b"/Info 5 0 R >>") == 1
     path = write(tmp_path, "aes.pdf", data.replace(b"/Info 5 0 R >>", b"/Info 5 0 R " + encrypt + b" >>"))
     assert str(load_error(path)) == f"'{path}' is encrypted; decrypt it first, e.g. qpdf --decrypt in.pdf out.pdf"
+
+
+def test_pypdf_explanations_are_cut_to_200_characters(tmp_path):
+    name = "Long" + "Name" * 60  # a filter pypdf does not know, named at length
+    data = make_examples.pdf_bytes(["hello"]).replace(b"/Length", b"/Filter /" + name.encode() + b" /Length", 1)
+    path = write(tmp_path, "filter.pdf", data)
+    message = str(load_error(path))
+    prefix, suffix = f"could not read PDF '{path}': ", "; is it truncated or damaged?"
+    assert message.startswith(prefix) and message.endswith(suffix)
+    detail = message[len(prefix):-len(suffix)]
+    assert len(detail) == 200 and f"Unsupported filter /{name}".startswith(detail)
