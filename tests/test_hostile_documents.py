@@ -524,6 +524,15 @@ def test_legacy_western_text_is_cp1252_short_or_long(tmp_path):
     assert load_document(write(tmp_path, "thirty.txt", thirty.encode("cp1252"))).text == thirty.strip()
 
 
+def test_only_the_first_million_characters_decide_whether_text_is_mostly_latin(tmp_path):
+    """A long Western text: its first 16 * 65536 characters (25% of their letters accented) decide, not the accented
+    letters that follow."""
+    head = "cet été là okay " * 65_536
+    assert len(head) == 16 * 65_536
+    text = head + "é" * 100_000
+    assert load_document(write(tmp_path, "long.txt", text.encode("cp1252"))).text == text.strip()
+
+
 def test_sixteen_non_ascii_bytes_are_enough_to_recognise_cyrillic(tmp_path):
     text = "Привет мир тест дар"
     data = text.encode("cp1251")
