@@ -189,23 +189,15 @@ def parse_page_spec(spec: str, page_count: int, source: str) -> list[int]:
     return sorted(selected)
 
 
-def decode_text(data: bytes) -> str:
-    """Decode document bytes leniently; newlines become ``\\n``.
+def decode_document_bytes(data: bytes, source: str, *, legacy: bool = True) -> str:
+    """The text of document bytes, newlines made ``\\n``; binary content (zero bytes, many control characters) is
+    refused with a UserError.
 
     A byte order mark (UTF-8, UTF-16, UTF-32) decides; else UTF-16/32 without a mark when the zero bytes fall as
     they do there; else UTF-8, keeping it (bad bytes become U+FFFD) when most non-ASCII sequences in it are valid
     UTF-8; else a legacy encoding: cp1252 for mostly-Latin text, a guess (charset-normalizer) for other scripts,
-    latin-1 as the last resort (it maps every byte).
-    """
-    text = _decode(data, legacy=True)
-    assert text is not None  # the legacy path always decodes
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def decode_document_bytes(data: bytes, source: str, *, legacy: bool = True) -> str:
-    """:func:`decode_text`, refusing binary content (zero bytes, many control characters) with a UserError.
-
-    ``legacy=False`` accepts only text that declares or proves its encoding (a byte order mark, UTF-8, UTF-16/32).
+    latin-1 as the last resort (it maps every byte). ``legacy=False`` accepts only text that declares or proves its
+    encoding (a byte order mark, UTF-8, UTF-16/32).
     """
     text = _decode(data, legacy=legacy)
     if text is None:

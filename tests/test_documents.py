@@ -17,7 +17,7 @@ import pytest
 from snapkv_cli.documents import (
     Document,
     Page,
-    decode_text,
+    decode_document_bytes,
     html_to_text,
     load_document,
     parse_page_ranges,
@@ -256,10 +256,11 @@ def test_cp1252_fallback(tmp_path):
     assert doc.text == "caf\u00e9 \u201cquoted\u201d \u20ac 5"
 
 
-def test_decode_text_fallbacks():
-    assert decode_text("gr\u00fc\u00df".encode()) == "gr\u00fc\u00df"
-    assert decode_text(b"\xef\xbb\xbfbom\r\nline\rmac") == "bom\nline\nmac"
-    assert decode_text(b"\x81\x8d\xe9") == "\x81\x8d\u00e9"  # not cp1252: latin-1
+def test_decode_fallbacks():
+    assert decode_document_bytes("gr\u00fc\u00df".encode(), "x") == "gr\u00fc\u00df"
+    assert decode_document_bytes(b"\xef\xbb\xbfbom\r\nline\rmac", "x") == "bom\nline\nmac"
+    # \x81 is not cp1252: latin-1, which maps every byte (one control character is allowed)
+    assert decode_document_bytes(b"caf\xe9 \x81 au lait", "x") == "caf\u00e9 \x81 au lait"
 
 
 # --- errors ------------------------------------------------------------------------------

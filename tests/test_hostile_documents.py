@@ -22,7 +22,6 @@ from snapkv_cli.documents import (
     MAX_DOCUMENT_MB_ENV,
     Document,
     decode_document_bytes,
-    decode_text,
     load_document,
     max_document_bytes,
     megabytes,
@@ -94,7 +93,7 @@ def test_legacy_encodings(tmp_path):
     assert load_document(write(tmp_path, "fr.txt", western)).text == western.decode("cp1252")
     russian = ("Привет, как дела? Это тестовый документ на русском языке. " * 3).encode("cp1251")
     assert "Это тестовый документ" in load_document(write(tmp_path, "ru.txt", russian)).text
-    assert decode_text(b"ASCII only\r\n") == "ASCII only\n"
+    assert decode_document_bytes(b"ASCII only\r\n", "x") == "ASCII only\n"
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".md", ".html", ".log"])
