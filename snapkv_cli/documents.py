@@ -189,23 +189,15 @@ def parse_page_spec(spec: str, page_count: int, source: str) -> list[int]:
     return sorted(selected)
 
 
-def decode_text(data: bytes) -> str:
-    """Decode document bytes leniently; newlines become ``\\n``.
+def decode_document_bytes(data: bytes, source: str, *, legacy: bool = True) -> str:
+    """The text of document bytes, newlines made ``\\n``; binary content (zero bytes, many control characters) is
+    refused with a UserError.
 
     A byte order mark (UTF-8, UTF-16, UTF-32) decides; else UTF-16/32 without a mark when the zero bytes fall as
     they do there; else UTF-8, keeping it (bad bytes become U+FFFD) when most non-ASCII sequences in it are valid
     UTF-8; else a legacy encoding: cp1252 for mostly-Latin text, a guess (charset-normalizer) for other scripts,
-    latin-1 as the last resort (it maps every byte).
-    """
-    text = _decode(data, legacy=True)
-    assert text is not None  # the legacy path always decodes
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def decode_document_bytes(data: bytes, source: str, *, legacy: bool = True) -> str:
-    """:func:`decode_text`, refusing binary content (zero bytes, many control characters) with a UserError.
-
-    ``legacy=False`` accepts only text that declares or proves its encoding (a byte order mark, UTF-8, UTF-16/32).
+    latin-1 as the last resort (it maps every byte). ``legacy=False`` accepts only text that declares or proves its
+    encoding (a byte order mark, UTF-8, UTF-16/32).
     """
     text = _decode(data, legacy=legacy)
     if text is None:
@@ -359,7 +351,8 @@ def _check_regular(descriptor: int, source: str, limit: int) -> None:
 
 def _read_file(path: str, source: str, limit: int) -> bytes:
     """The bytes of the regular file ``path``: opened without blocking, checked with ``fstat``, at most ``limit``."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    # os.open makes its descriptors non-inheritable itself (O_CLOEXEC where there is one)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     try:
         descriptor = os.open(path, flags)  # O_NONBLOCK: a FIFO without a writer cannot hang the open
     except FileNotFoundError:
@@ -435,17 +428,16 @@ def _read_pdf(source: str, data: bytes, pages: str | None) -> tuple[Page, ...]:
         raise UserError(f"could not read PDF '{source}': {problem}; is it truncated or damaged?")
     try:
         with _quiet_pypdf():
-            reader = pypdf.PdfReader(io.BytesIO(data))
-            if reader.is_encrypted:
-                try:
-                    decrypted = reader.decrypt("")
-                except DependencyError:
-                    decrypted = pypdf.PasswordType.NOT_DECRYPTED
-                if decrypted == pypdf.PasswordType.NOT_DECRYPTED:
-                    raise UserError(
-                        f"'{source}' is encrypted; decrypt it first, "
-                        "e.g. qpdf --decrypt in.pdf out.pdf"
-                    )
+            try:  # pypdf tries the empty password already when it opens an encrypted file
+                reader = pypdf.PdfReader(io.BytesIO(data))
+                locked = reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED
+            except DependencyError:  # AES encryption, and no cryptography package to undo it
+                locked = True
+            if locked:
+                raise UserError(
+                    f"'{source}' is encrypted; decrypt it first, "
+                    "e.g. qpdf --decrypt in.pdf out.pdf"
+                )
             page_count = len(reader.pages)
             if page_count == 0:
                 raise UserError(f"'{source}' has no pages: give a PDF with some text in it")
@@ -529,7 +521,8 @@ class _HTMLTextExtractor(HTMLParser):
                 return
         if self._pending:
             if self.parts:
-                self.parts[-1] = self.parts[-1].rstrip(" ")
+                # all trailing white space: a <pre> that ends in a line break is still followed by one blank line
+                self.parts[-1] = self.parts[-1].rstrip()
             self.parts.append(self._pending)
             self._pending = ""
         self.parts.append(data)

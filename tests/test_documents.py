@@ -17,9 +17,10 @@ import pytest
 from snapkv_cli.documents import (
     Document,
     Page,
-    decode_text,
+    decode_document_bytes,
     html_to_text,
     load_document,
+    parse_page_ranges,
     parse_page_spec,
 )
 from snapkv_cli.errors import UserError
@@ -255,10 +256,11 @@ def test_cp1252_fallback(tmp_path):
     assert doc.text == "caf\u00e9 \u201cquoted\u201d \u20ac 5"
 
 
-def test_decode_text_fallbacks():
-    assert decode_text("gr\u00fc\u00df".encode()) == "gr\u00fc\u00df"
-    assert decode_text(b"\xef\xbb\xbfbom\r\nline\rmac") == "bom\nline\nmac"
-    assert decode_text(b"\x81\x8d\xe9") == "\x81\x8d\u00e9"  # not cp1252: latin-1
+def test_decode_fallbacks():
+    assert decode_document_bytes("gr\u00fc\u00df".encode(), "x") == "gr\u00fc\u00df"
+    assert decode_document_bytes(b"\xef\xbb\xbfbom\r\nline\rmac", "x") == "bom\nline\nmac"
+    # \x81 is not cp1252: latin-1, which maps every byte (one control character is allowed)
+    assert decode_document_bytes(b"caf\xe9 \x81 au lait", "x") == "caf\u00e9 \x81 au lait"
 
 
 # --- errors ------------------------------------------------------------------------------
@@ -399,3 +401,109 @@ def test_report_shape():
     assert "The company's headquarters are in Tallinn." in " ".join(doc.text.split())
     notes = load_document(str(EXAMPLES / "field_notes.txt"))
     assert 800 <= len(notes.text.split()) <= 1200
+
+
+# --- exact behaviour at the edges ----------------------------------------------------------
+
+
+def test_stdin_text_stream_drops_the_byte_order_mark_and_keeps_pages():
+    doc = load_document("-", stdin=io.StringIO("\ufeffXylophone notes\r\nline two\rline three\fpage two"))
+    assert doc == Document("<stdin>", "text", (Page(1, "Xylophone notes\nline two\nline three"), Page(2, "page two")))
+    assert load_document("-", pages="2", stdin=io.StringIO("one\ftwo")).pages == (Page(2, "two"),)
+    html = load_document("-", stdin=io.StringIO("\ufeff<html><body><p>Hi</p></body></html>"))
+    assert (html.kind, html.text) == ("html", "Hi")
+
+
+def test_form_feeds_split_pages_and_only_a_trailing_one_is_dropped(tmp_path):
+    assert load_document(write(tmp_path, "two.txt", "a\fb")).pages == (Page(1, "a"), Page(2, "b"))
+    one = write(tmp_path, "one.txt", "one page\f")
+    assert str(load_error_pages(one, "2")) == f"page selection '2' is out of range: {one} has 1 page; choose pages 1-1"
+    blank = write(tmp_path, "blank.txt", "  \n")
+    assert str(load_error_pages(blank, "1")) == (f"'{blank}' has no text in pages 1: give a document that contains "
+                                                 "some text")
+    assert str(load_error(blank)) == f"'{blank}' has no text: give a document that contains some text"
+    html = write(tmp_path, "pages.html", "<p>one</p>\f<p>two</p>")
+    assert load_document(html).pages == (Page(1, "one"), Page(2, "two"))
+
+
+def load_error_pages(path: str, pages: str) -> UserError:
+    with pytest.raises(UserError) as info:
+        load_document(path, pages=pages)
+    return info.value
+
+
+def test_page_selection_messages_without_a_document():
+    with pytest.raises(UserError) as info:
+        parse_page_ranges("x")
+    assert str(info.value) == "invalid page selection 'x': use numbers and ranges like 3-7,10"
+
+
+def test_pdf_messages_name_the_file(six_page_pdf, tmp_path):
+    assert str(load_error_pages(six_page_pdf, "7")) == (
+        f"page selection '7' is out of range: {six_page_pdf} has 6 pages; choose pages 1-6"
+    )
+    scan = write(tmp_path, "scan.pdf", make_examples.pdf_bytes(["", ""]))
+    assert str(load_error(scan)) == (
+        f"'{scan}' has no extractable text; it looks scanned; run OCR first, e.g. ocrmypdf in.pdf out.pdf"
+    )
+    text = write(tmp_path, "text.pdf", "not a PDF at all")
+    assert str(load_error(text)) == f"could not read PDF '{text}': no PDF header; is it truncated or damaged?"
+    data = make_examples.pdf_bytes(PDF_PAGES)
+    cut = write(tmp_path, "cut.pdf", data[: len(data) // 2])
+    assert str(load_error(cut)) == f"could not read PDF '{cut}': no end-of-file marker; is it truncated or damaged?"
+    fake = write(tmp_path, "fake.pdf", b"%PDF-1.7\n" + bytes(range(256)) * 4 + b"\n%%EOF\n")
+    assert str(load_error(fake)) == f"could not read PDF '{fake}': startxref not found; is it truncated or damaged?"
+
+
+def test_pdf_header_within_1024_bytes_and_end_marker_within_the_last_2048(tmp_path):
+    """Junk may come before the %PDF- header as long as it starts in the first 1024 bytes (as Acrobat reads PDFs),
+    and after the %%EOF marker as long as the marker stays in the last 2048 bytes."""
+    data = make_examples.pdf_bytes(["hello world"])
+    assert data.endswith(b"%%EOF\n")
+    assert load_document(write(tmp_path, "head.pdf", b"J" * 1019 + data)).text == "hello world"
+    late = write(tmp_path, "late.pdf", b"J" * 1020 + data)
+    assert "no PDF header" in str(load_error(late))
+    assert load_document(write(tmp_path, "tail.pdf", data + b"X" * 2042)).text == "hello world"  # "%%EOF\n" + 2042
+    tail = write(tmp_path, "long_tail.pdf", data + b"X" * 2043)
+    assert "no end-of-file marker" in str(load_error(tail))
+
+
+def test_html_spacing_around_inline_and_block_elements():
+    assert html_to_text("<p>one <b>two</b> three</p><p>four</p>") == "one two three\n\nfour"
+    assert html_to_text("<p>one <b> two</b></p>") == "one two"
+    assert html_to_text("<p>X-ray </p><p>FAX</p><p>end</p>") == "X-ray\n\nFAX\n\nend"
+
+
+def test_html_pre_keeps_its_spaces_and_text_after_it_does_not():
+    assert html_to_text("<pre>a  <b>b</b>  c</pre><p>after    pre</p>") == "a  b  c\n\nafter pre"
+    assert html_to_text("<pre>x<pre>y</pre>  z  </pre><p>after    pre</p>") == "x\n\ny\n\n  z\n\nafter pre"
+    assert html_to_text("<pre><code>x = 1\n</code></pre><p>after</p>") == "x = 1\n\nafter"  # one blank line
+
+
+def test_html_the_parser_rejects_loses_its_tags_scripts_and_blank_lines():
+    html = ('<p>Kept &amp; shown</p>\n<SCRIPT type="a">\nhidden()\n</SCRIPT>\n<![bogus[ ]]>  more   text \n\n'
+            "<div>last</div>")
+    assert html_to_text(html) == "Kept & shown\nmore text\nlast"
+
+
+def test_pdf_encrypted_with_aes_is_named_encrypted(tmp_path):
+    """AES-256 encryption (revision 6) needs the optional cryptography package even to try the empty password;
+    without it, and with it (these keys match no password), the file is encrypted, not damaged."""
+    zeros = {"O": 48, "U": 48, "OE": 32, "UE": 32, "Perms": 16}  # key lengths in bytes, as hex
+    keys = b" ".join(b"/%s <%s>" % (name.encode(), b"00" * length) for name, length in zeros.items())
+    encrypt = b"/Encrypt << /Filter /Standard /V 5 /R 6 /Length 256 /P -4 " + keys + b" >> /ID [<00> <00>]"
+    data = make_examples.pdf_bytes(["secret"])
+    assert data.count(b"/Info 5 0 R >>") == 1
+    path = write(tmp_path, "aes.pdf", data.replace(b"/Info 5 0 R >>", b"/Info 5 0 R " + encrypt + b" >>"))
+    assert str(load_error(path)) == f"'{path}' is encrypted; decrypt it first, e.g. qpdf --decrypt in.pdf out.pdf"
+
+
+def test_pypdf_explanations_are_cut_to_200_characters(tmp_path):
+    name = "Long" + "Name" * 60  # a filter pypdf does not know, named at length
+    data = make_examples.pdf_bytes(["hello"]).replace(b"/Length", b"/Filter /" + name.encode() + b" /Length", 1)
+    path = write(tmp_path, "filter.pdf", data)
+    message = str(load_error(path))
+    prefix, suffix = f"could not read PDF '{path}': ", "; is it truncated or damaged?"
+    assert message.startswith(prefix) and message.endswith(suffix)
+    detail = message[len(prefix):-len(suffix)]
+    assert len(detail) == 200 and f"Unsupported filter /{name}".startswith(detail)

@@ -4,6 +4,7 @@ that are not UTF-8, padded PDFs, and arbitrary bytes (a property test): a Docume
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sys
@@ -20,9 +21,10 @@ from snapkv_cli.documents import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
     Document,
-    decode_text,
+    decode_document_bytes,
     load_document,
     max_document_bytes,
+    megabytes,
 )
 from snapkv_cli.errors import (
     BinaryDocument,
@@ -91,7 +93,7 @@ def test_legacy_encodings(tmp_path):
     assert load_document(write(tmp_path, "fr.txt", western)).text == western.decode("cp1252")
     russian = ("Привет, как дела? Это тестовый документ на русском языке. " * 3).encode("cp1251")
     assert "Это тестовый документ" in load_document(write(tmp_path, "ru.txt", russian)).text
-    assert decode_text(b"ASCII only\r\n") == "ASCII only\n"
+    assert decode_document_bytes(b"ASCII only\r\n", "x") == "ASCII only\n"
 
 
 @pytest.mark.parametrize("suffix", [".txt", ".md", ".html", ".log"])
@@ -270,3 +272,274 @@ def test_any_bytes_under_any_extension_give_a_document_or_a_user_error(tmp_path,
 @given(data=document_bytes())
 def test_any_bytes_on_stdin_give_a_document_or_a_user_error(data):
     _loads_or_user_error(lambda: load_document("-", stdin=io.BytesIO(data)))
+
+
+# --------------------------------------------------------------------------- the size limit, exactly
+
+
+@pytest.mark.parametrize(("value", "limit"), [("2", 2 * 2**20), ("0.5", 2**19), (" 1.5 ", 3 * 2**19)])
+def test_the_limit_from_the_environment_is_in_megabytes(monkeypatch, value, limit):
+    monkeypatch.setenv(MAX_DOCUMENT_MB_ENV, value)
+    assert max_document_bytes() == limit
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "inf", "nan", "lots"])
+def test_a_limit_that_is_not_a_positive_number_is_refused(monkeypatch, value):
+    monkeypatch.setenv(MAX_DOCUMENT_MB_ENV, value)
+    with pytest.raises(InvalidValue) as info:
+        max_document_bytes()
+    assert str(info.value) == f"SNAPKV_MAX_DOCUMENT_MB must be a positive number of megabytes, got {value!r}"
+
+
+def test_max_document_mb_is_converted_to_bytes(tmp_path):
+    assert megabytes(None) is None  # no setting: the default limit
+    assert megabytes(1.5) == 1_572_864 and megabytes(0.002) == 2097
+    path = write(tmp_path, "big.txt", b"word " * 600)  # 3000 bytes
+    assert "is 2.9 KB, over the 2.0 KB limit" in cli_error(path, "What is it?", "--max-document-mb", "0.002")
+
+
+def too_large(source: str, size: str, limit: str) -> str:
+    return (f"'{source}' is {size}, over the {limit} limit for documents; raise max_document_mb (environment variable "
+            "SNAPKV_MAX_DOCUMENT_MB) or give a smaller document")
+
+
+def test_a_file_at_the_limit_is_read_whole_and_one_over_it_is_named(tmp_path):
+    path = write(tmp_path, "big.txt", b"word " * 600)  # 3000 bytes
+    assert load_document(path, max_bytes=3000).text == " ".join(["word"] * 600)
+    with pytest.raises(DocumentTooLarge) as info:
+        load_document(path, max_bytes=2999)
+    assert str(info.value) == too_large(path, "2.9 KB", "2.9 KB")
+
+
+def test_stdin_at_the_limit_is_read_and_more_is_refused():
+    assert load_document("-", stdin=io.BytesIO(b"x" * 2048), max_bytes=2048).text == "x" * 2048
+    with pytest.raises(DocumentTooLarge) as info:
+        load_document("-", stdin=io.BytesIO(b"x" * 2049), max_bytes=2048)
+    assert str(info.value) == too_large("<stdin>", "more than 2.0 KB", "2.0 KB")
+
+
+class EndlessStream:
+    """A pipe that never ends (``yes | snapkv ask -``), with nothing but ``read``: read to its end, it never returns."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0:
+            raise MemoryError("an endless stream was read to its end")
+        return b"y" * size
+
+
+def test_an_endless_stdin_is_cut_at_the_limit():
+    with pytest.raises(DocumentTooLarge) as info:
+        load_document("-", stdin=EndlessStream(), max_bytes=4096)
+    assert str(info.value) == too_large("<stdin>", "more than 4.0 KB", "4.0 KB")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+def test_a_file_whose_size_the_system_does_not_know_is_still_cut_at_the_limit():
+    """Files in /proc say they hold 0 bytes; what is read still stops past the limit."""
+    assert os.stat("/proc/self/status").st_size == 0
+    with pytest.raises(DocumentTooLarge) as info:
+        load_document("/proc/self/status", max_bytes=100)
+    assert info.value.size_bytes > 100
+    assert str(info.value) == too_large("/proc/self/status", f"{info.value.size_bytes} bytes", "100 bytes")
+
+
+# --------------------------------------------------------------------------- what the user reads
+
+
+def not_text(source: str, detail: str) -> str:
+    return f"'{source}' is not a text document ({detail}): give a PDF, or a text, Markdown or HTML file"
+
+
+def test_binary_refusals_name_the_file_and_the_reason(tmp_path):
+    zeros = write(tmp_path, "zeros.txt", b"\x7fELF\x02\x01\x01" + bytes(64) + b"code" * 10)
+    with pytest.raises(BinaryDocument) as info:
+        load_document(zeros)
+    assert str(info.value) == not_text(zeros, "it holds zero bytes, as binary files do")
+    controls = write(tmp_path, "controls.md", b"ab\x01\x02" * 50)  # ASCII: 100 control characters in 200
+    with pytest.raises(BinaryDocument) as info:
+        load_document(controls)
+    assert str(info.value) == not_text(controls, "it holds 100 control characters, as binary files do")
+
+
+def test_one_zero_character_makes_text_binary():
+    with pytest.raises(BinaryDocument) as info:
+        load_document("-", stdin=io.StringIO("a text stream\x00 with one NUL"))
+    assert str(info.value) == not_text("<stdin>", "it holds zero bytes, as binary files do")
+
+
+def test_a_short_text_may_hold_one_control_character_but_not_two(tmp_path):
+    assert load_document(write(tmp_path, "one.txt", b"bell\x07 rings")).text == "bell\x07 rings"
+    with pytest.raises(BinaryDocument, match="it holds 2 control characters"):
+        load_document(write(tmp_path, "two.txt", b"bell\x07 rings\x07"))
+
+
+def test_control_characters_are_counted_in_the_first_million_characters_of_a_long_text(tmp_path):
+    """Up to 1% of the first 16 * 65536 characters (10,485) may be control characters; here 10,486 are."""
+    block = "\x01" + "The lamp was lit at dusk, and the ship sailed on through the dark sea toward home. " + "x" * 16
+    assert len(block) == 100
+    data = (block * 12_000).encode()  # 1.2 million characters, 1% control characters
+    with pytest.raises(BinaryDocument, match="it holds 10486 control characters"):
+        load_document(write(tmp_path, "long.txt", data))
+
+
+def test_text_that_must_prove_its_encoding(tmp_path):
+    """``decode_document_bytes`` reads legacy encodings by default; with ``legacy=False`` only Unicode text; newlines
+    become ``\\n``; files of an unknown type are read only when they are Unicode text."""
+    western = "Crème brûlée, déjà vu.".encode("cp1252")
+    assert decode_document_bytes(western, "notes") == "Crème brûlée, déjà vu."
+    with pytest.raises(BinaryDocument) as info:
+        decode_document_bytes(western, "notes", legacy=False)
+    assert str(info.value) == not_text("notes", "it is not UTF-8 or UTF-16/32 text")
+    assert decode_document_bytes(b"one\r\ntwo\rthree\n", "notes") == "one\ntwo\nthree\n"
+    with pytest.raises(UserError) as error:
+        load_document(write(tmp_path, "notes.dat", western))
+    assert str(error.value) == "unsupported file type '.dat': give a PDF, .txt, .md or .html file"
+
+
+def test_stdin_bytes_in_a_legacy_encoding_are_read():
+    doc = load_document("-", stdin=io.BytesIO("Crème brûlée, déjà vu.".encode("cp1252")))
+    assert (doc.kind, doc.text) == ("text", "Crème brûlée, déjà vu.")
+
+
+class _Unsure(io.BytesIO):
+    def __init__(self, data: bytes, error: type[Exception]):
+        super().__init__(data)
+        self.error = error
+
+    def isatty(self) -> bool:
+        raise self.error("cannot tell")
+
+
+@pytest.mark.parametrize("error", [ValueError, OSError])
+def test_a_stdin_that_cannot_tell_whether_it_is_a_terminal_is_read(error):
+    assert load_document("-", stdin=_Unsure(b"piped text", error)).text == "piped text"
+
+
+def test_stdin_messages():
+    class Terminal(io.BytesIO):
+        def isatty(self) -> bool:
+            return True
+
+    class Failing(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(UserError) as info:
+        load_document("-", stdin=Terminal(b"typed"))
+    assert str(info.value) == "no document on stdin: pipe one in (e.g. cat report.pdf | ...) or give a file path"
+    with pytest.raises(UserError) as info:
+        load_document("-", stdin=Failing(b""))
+    assert str(info.value) == "cannot read stdin: Input/output error; pipe a document in or give a path"
+
+
+def test_files_that_cannot_be_read_are_named_with_the_reason(tmp_path):
+    notes = write(tmp_path, "notes.txt", b"text")
+    with pytest.raises(UserError) as info:
+        load_document(os.path.join(notes, "inside.txt"))  # a path through a file
+    assert str(info.value) == f"cannot read '{notes}/inside.txt': Not a directory; check the path"
+    if os.path.exists("/proc/self/mem"):  # opens, but reading its first page fails
+        with pytest.raises(UserError) as info:
+            load_document("/proc/self/mem")
+        assert str(info.value) == "cannot read '/proc/self/mem': Input/output error; check the file"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_a_fifo_is_named_in_its_refusal(tmp_path):
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    outcome = _load_in_thread(str(fifo))
+    assert str(outcome["error"]) == (f"'{fifo}' is a FIFO (named pipe), not a regular file: give a document file, "
+                                     "or pipe the data in on stdin")
+
+
+# --------------------------------------------------------------------------- encodings told by their bytes
+
+
+def test_damaged_bytes_after_a_byte_order_mark_are_marked_not_fatal(tmp_path):
+    utf8 = b"\xef\xbb\xbf" + "Grüße ".encode() + b"\xff" + b" end"
+    assert load_document(write(tmp_path, "utf8.txt", utf8)).text == "Grüße \ufffd end"
+    utf16 = "\ufeffHi there".encode("utf-16-le") + b"!"  # an odd byte at the end
+    assert load_document(write(tmp_path, "utf16.txt", utf16)).text == "Hi there\ufffd"
+
+
+def test_utf8_with_as_many_damaged_as_valid_sequences_stays_utf8(tmp_path):
+    data = "café ".encode() + b"\xff"  # one valid non-ASCII sequence, one invalid byte
+    assert load_document(write(tmp_path, "notes.txt", data)).text == "café \ufffd"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_wide_text_without_a_mark_is_recognised_from_two_characters(tmp_path, encoding):
+    assert load_document(write(tmp_path, "hi.txt", "Hi".encode(encoding))).text == "Hi"
+    with pytest.raises(BinaryDocument, match="zero bytes"):  # one character is no evidence: zero bytes, binary
+        load_document(write(tmp_path, "h.txt", "H".encode(encoding)))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-32-le", "utf-32-be"])
+def test_wide_text_cut_mid_character_keeps_its_text(tmp_path, encoding):
+    data = "Hi there".encode(encoding)[:-1]
+    assert load_document(write(tmp_path, "cut.txt", data)).text == "Hi ther\ufffd"
+
+
+def test_utf16_without_a_mark_needs_30_percent_latin_characters(tmp_path):
+    """UTF-16 without a mark is told by its zero bytes: the high byte of Latin characters, here 30% of them."""
+    text = "Дом и сад " * 4 + "Кот и пёс."
+    assert sum(ord(c) < 256 for c in text) * 10 == len(text) * 3
+    assert load_document(write(tmp_path, "ru.txt", text.encode("utf-16-le"))).text == text.strip()
+
+
+def test_utf16_without_a_mark_may_have_2_percent_zero_low_bytes(tmp_path):
+    """A character such as Ā (U+0100) has a zero low byte; 2% of them still read as UTF-16 LE."""
+    text = "The word Ātman means the self in Sanskrit texts..."
+    assert len(text) == 50 and sum(ord(c) % 256 == 0 for c in text) == 1
+    assert load_document(write(tmp_path, "atman.txt", text.encode("utf-16-le"))).text == text
+
+
+def _table(values: list[int], size: int, order: str) -> bytes:
+    return b"".join(value.to_bytes(size, order) for value in values)
+
+
+def test_tables_of_binary_numbers_are_not_wide_text(tmp_path):
+    """Numbers whose zero bytes do not fall as they do in mostly-Latin UTF-16/32 are binary, though each 4 or 2 bytes
+    would decode: 32-bit numbers half over 65535 (little- and big-endian), 16-bit numbers that are often multiples of
+    256."""
+    mixed = [1000 + 7 * k if k % 2 else 100_001 + 4 * k for k in range(400)]
+    astral = [65_536 + 0x41 + k % 26 for k in range(400)]
+    sixteen = [0x41 + k % 26 if k % 2 else 0x100 * (1 + k % 40) for k in range(400)]
+    tables = {"le32": _table(mixed, 4, "little"), "be32": _table(astral, 4, "big"),
+              "le16": _table(sixteen, 2, "little")}
+    for name, data in tables.items():
+        with pytest.raises(BinaryDocument):
+            load_document(write(tmp_path, f"{name}.txt", data))
+
+
+def test_legacy_western_text_is_cp1252_short_or_long(tmp_path):
+    """cp1252 for Latin text: a short one with few non-ASCII bytes, and a long one whose accented letters are a
+    minority (a statistical guess misreads both as Baltic)."""
+    short = "été à Noël, où?"
+    assert load_document(write(tmp_path, "short.txt", short.encode("cp1252"))).text == short
+    long = "Le garçon a mangé une crème brûlée à Noël, déjà vu. Voilà “quoted” — text… " * 3
+    assert load_document(write(tmp_path, "long.txt", long.encode("cp1252"))).text == long.strip()
+    thirty = "cet été là ok " * 6  # 18 of 60 letters accented: 30%
+    assert load_document(write(tmp_path, "thirty.txt", thirty.encode("cp1252"))).text == thirty.strip()
+
+
+def test_only_the_first_million_characters_decide_whether_text_is_mostly_latin(tmp_path):
+    """A long Western text: its first 16 * 65536 characters (25% of their letters accented) decide, not the accented
+    letters that follow."""
+    head = "cet été là okay " * 65_536
+    assert len(head) == 16 * 65_536
+    text = head + "é" * 100_000
+    assert load_document(write(tmp_path, "long.txt", text.encode("cp1252"))).text == text.strip()
+
+
+def test_sixteen_non_ascii_bytes_are_enough_to_recognise_cyrillic(tmp_path):
+    text = "Привет мир тест дар"
+    data = text.encode("cp1251")
+    assert sum(byte > 127 for byte in data) == 16
+    assert load_document(write(tmp_path, "ru.txt", data)).text == text
+
+
+def test_without_charset_normalizer_legacy_text_is_cp1252(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "charset_normalizer", None)  # the optional helper is not installed
+    text = "“éèàâêîôûçëïüÿäöü”"
+    assert load_document(write(tmp_path, "accents.txt", text.encode("cp1252"))).text == text
