@@ -59,6 +59,11 @@ def test_torch_checks_come_first_and_proc_cpuinfo_is_the_fallback(monkeypatch, t
     assert cpuinfo_flags(info) == {"fpu", "sse2", "avx2", "avx512_bf16"}
     assert cpuinfo_flags(tmp_path / "missing") == set()
     monkeypatch.setattr(cpu_features, "CPUINFO", info)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    info.write_text("flags\t\t: fpu sse2 avx2\n")
+    assert native_bf16_feature("x86_64") == "AVX512_BF16"  # torch's answer, though the flags say no
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
     assert native_bf16_feature("x86_64") == "AMX"  # torch's answer, before the flags
@@ -69,6 +74,18 @@ def test_torch_checks_come_first_and_proc_cpuinfo_is_the_fallback(monkeypatch, t
     assert native_bf16_feature("x86_64") == "AVX512_BF16"  # a torch without the checks: the flags
     info.write_text("flags\t\t: fpu sse2 avx2\n")
     assert native_bf16_feature("x86_64") is None
+
+
+def test_arm_features_are_read_from_proc_cpuinfo_whatever_else_it_holds(monkeypatch, tmp_path):
+    """On aarch64 the kernel lists the CPU's features on a ``Features`` line; a line in another encoding (a vendor
+    name in Latin-1, say) does not stop the reading."""
+    info = tmp_path / "cpuinfo"
+    info.write_bytes(b"processor\t: 0\nCPU implementer\t: 0x41 \xe9\xff\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    monkeypatch.setattr(cpu_features, "CPUINFO", info)
+    assert cpuinfo_flags() == {"fp", "asimd", "sve", "bf16", "i8mm"}
+    assert native_bf16_feature("aarch64") == "bf16"
+    info.write_bytes(b"processor\t: 0\nFeatures\t: fp asimd sve\n")
+    assert native_bf16_feature("aarch64") is None
 
 
 def test_auto_picks_bfloat16_on_a_cpu_that_computes_it_and_float32_otherwise(monkeypatch):
