@@ -277,3 +277,65 @@ def test_completion_variant_only_for_packaged_templates_that_have_one(tmp_path):
     own = tmp_path / "qa.txt"
     own.write_text("Read this.\n---\n{document}\n\nQ: {question}", encoding="utf-8")
     assert completion_variant(load_template(str(own))).user.startswith("{document}")  # a user's own file is kept
+
+
+# --------------------------------------------------------------------------- exact spans, pages and prefix
+
+
+def test_the_document_span_holds_the_document_and_nothing_else(tokenizer, qa):
+    document = three_pages()
+    prompt = build_prompt(tokenizer, document, QUESTION, qa)
+    start, end = prompt.document_span
+    assert decode(tokenizer, prompt.input_ids[start:end]) == document.text  # not even the line break before it
+
+
+def test_an_empty_document_has_an_empty_span(tokenizer, qa):
+    prompt = build_prompt(tokenizer, Document("empty.txt", "text", (Page(1, ""),)), QUESTION, qa)
+    start, end = prompt.document_span
+    assert start == end and prompt.counts()["document"] == 0
+    assert sum(prompt.counts().values()) == prompt.length
+    assert decode(tokenizer, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
+
+
+def test_a_page_s_tokens_spell_that_page_and_the_blank_line_leads_the_next(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    spelled = {number: decode(tokenizer, [token for token, page in zip(prompt.input_ids, prompt.token_pages)
+                                          if page == number]) for number in (1, 2, 3)}
+    assert spelled == {1: PAGE_TEXTS[0], 2: "\n\n" + PAGE_TEXTS[1], 3: "\n\n" + PAGE_TEXTS[2]}
+
+
+def test_the_prefix_is_every_token_before_the_question_s_line(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    line_start = prompt.text.rindex("Question: ")
+    assert decode(tokenizer, prompt.input_ids[:prompt.prefix_length]) == prompt.text[:line_start]
+
+
+def test_a_question_of_several_lines_leaves_the_prefix_alone(tokenizer, qa):
+    one_line = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    two_lines = build_prompt(tokenizer, three_pages(), f"{QUESTION}\nAnswer with a name.", qa)
+    assert two_lines.prefix_length == one_line.prefix_length
+    assert two_lines.input_ids[:two_lines.prefix_length] == one_line.input_ids[:one_line.prefix_length]
+    assert two_lines.prefix_length <= two_lines.question_span[0]
+
+
+def test_a_question_on_the_document_s_last_line_starts_the_rest(tmp_path, tokenizer):
+    """With no line break between the document and the question, the prefix ends where the question starts: it
+    holds the whole document (several lines of it) and nothing of the question."""
+    path = tmp_path / "same_line.txt"
+    path.write_text("{document} Question: {question}", encoding="utf-8")
+    document = one_page("First line of the notes.\nSecond line of the notes.")
+    prompts = [build_prompt(tokenizer, document, question, load_template(str(path)))
+               for question in (QUESTION, "Where is the lamp?")]
+    for prompt in prompts:
+        assert prompt.document_span[1] <= prompt.prefix_length == prompt.question_span[0]
+    assert prompts[0].input_ids[:prompts[0].prefix_length] == prompts[1].input_ids[:prompts[1].prefix_length]
+
+
+def test_the_window_report_of_a_prompt_that_is_only_its_question():
+    from snapkv_cli.prompting import Prompt
+
+    prompt = Prompt(text="Who is it?", input_ids=[5, 6, 7], document_span=(0, 0), question_span=(0, 3),
+                    token_pages=[None] * 3, prefix_length=0)
+    assert prompt.window_report(8) == {"window_size": 3, "question_tokens_in_window": 3, "question_tokens": 3,
+                                       "question_fits": True}
+    assert prompt.window_report(2)["question_tokens_in_window"] == 2
