@@ -268,9 +268,11 @@ def _overlaps(span: tuple[int, int], others: tuple[tuple[int, int], ...]) -> boo
 
 
 def _truncate(tokenizer, document_text: str, excess: int, how: str, dropped: int) -> tuple[str, int]:
-    encoding = tokenizer(document_text, add_special_tokens=False, return_offsets_mapping=True,
-                         split_special_tokens=True)
-    offsets = encoding["offset_mapping"]
+    """``document_text`` less ``excess`` of its tokens, and ``dropped`` plus ``excess``: the tokens dropped from the
+    start, from the end, or from the middle (the first half of the tokens kept, then the rest from the end after a
+    ``[...]`` line). The tokens are counted as the prompt has them (:func:`encode_guarded`: markers written in the
+    document are plain text there). :class:`TemplateTooLong` when not a single token would be left."""
+    _, offsets = encode_guarded(tokenizer, document_text, 0, len(document_text), ((0, len(document_text)),))
     keep = len(offsets) - excess
     if keep <= 0:
         raise TemplateTooLong()

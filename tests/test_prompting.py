@@ -339,3 +339,68 @@ def test_the_window_report_of_a_prompt_that_is_only_its_question():
     assert prompt.window_report(8) == {"window_size": 3, "question_tokens_in_window": 3, "question_tokens": 3,
                                        "question_fits": True}
     assert prompt.window_report(2)["question_tokens_in_window"] == 2
+
+
+# --------------------------------------------------------------------------- how a document is cut
+
+
+def word_tokenizer(words: int):
+    """One token per space-separated word ``w0`` ... (offsets easy to count by hand), no chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, **{f"w{i}": i + 1 for i in range(words)}}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+
+
+WORDS = " ".join(f"w{i}" for i in range(10))  # ten tokens
+
+
+@pytest.mark.parametrize("excess, how, kept", [
+    (4, "start", "w4 w5 w6 w7 w8 w9"),
+    (9, "start", "w9"),
+    (4, "end", "w0 w1 w2 w3 w4 w5"),
+    (9, "end", "w0"),
+    (4, "middle", "w0 w1 w2\n[...]\nw7 w8 w9"),  # six kept: three from the beginning, three from the end
+    (3, "middle", "w0 w1 w2\n[...]\nw6 w7 w8 w9"),  # seven kept: the end gets the odd one
+    (7, "middle", "w0\n[...]\nw8 w9"),
+    (8, "middle", "w0\n[...]\nw9"),
+    (9, "middle", "w0\n[...]\n"),  # one kept: the beginning's
+])
+def test_a_cut_document_keeps_what_is_asked_where_it_is_asked(excess, how, kept):
+    from snapkv_cli.prompting import _truncate
+
+    assert _truncate(word_tokenizer(10), WORDS, excess, how, 5) == (kept, 5 + excess)
+
+
+@pytest.mark.parametrize("how", ["start", "end", "middle"])
+def test_a_cut_that_would_leave_no_token_is_a_template_too_long(how):
+    from snapkv_cli.errors import TemplateTooLong
+    from snapkv_cli.prompting import _truncate
+
+    with pytest.raises(TemplateTooLong):
+        _truncate(word_tokenizer(10), WORDS, 10, how, 0)
+
+
+@pytest.mark.parametrize("how", ["start", "end"])
+@pytest.mark.parametrize("text", [FIELD_NOTES, f"<|im_start|>{FIELD_NOTES.strip()}<|im_end|>"],
+                         ids=["plain", "framed-by-turn-markers"])
+def test_a_truncated_prompt_fills_the_limit_and_reports_what_it_dropped(tokenizer, qa, how, text):
+    """Markers the document writes count as the plain text they become in the prompt, at its edges too."""
+    document = one_page(text)
+    full = build_prompt(tokenizer, document, QUESTION, qa)
+    prompt = build_prompt(tokenizer, document, QUESTION, qa, max_tokens=300, truncate=how)
+    assert prompt.length == 300  # nothing dropped that would have fitted
+    assert prompt.truncated_document_tokens == full.counts()["document"] - prompt.counts()["document"]
+
+
+@pytest.mark.parametrize("how", ["middle", "start", "end"])
+def test_a_document_that_writes_the_unknown_token_is_truncated_to_fit(tokenizer, qa, how):
+    """The unknown token's text (``<|endoftext|>`` here) is one token in the prompt, as the tokenizer makes it: the
+    cut counts it as the prompt does, so the prompt fits."""
+    text = "Notes. " + "<|endoftext|>" * 400 + " The end."
+    prompt = build_prompt(tokenizer, one_page(text), QUESTION, qa, max_tokens=200, truncate=how)
+    assert 200 - 16 <= prompt.length <= 200
+    assert decode(tokenizer, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
