@@ -172,6 +172,46 @@ def test_unknown_template_lists_available():
     assert "no-such-template" in message and "qa" in message and "summary" in message
 
 
+def test_the_unknown_template_message_names_every_choice():
+    with pytest.raises(UserError) as info:
+        load_template("no-such-template")
+    assert str(info.value) == ("unknown template 'no-such-template': choose one of qa, qa_base, summary or give a "
+                               "path to a .txt template")
+
+
+def test_the_bad_template_message_says_what_a_template_needs(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("{question}\n{document}", encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        load_template(str(path))
+    assert str(info.value) == ("template 'bad' must contain {document} and {question} once each and end with "
+                               "{question} (the question must close the prompt to fall in the observation window)")
+
+
+def test_only_the_first_separator_line_ends_the_system_message(tmp_path):
+    path = tmp_path / "ruled.txt"
+    path.write_text("Answer briefly.\n---\n{document}\n---\nQuestion: {question}", encoding="utf-8")
+    template = load_template(str(path))
+    assert template.system == "Answer briefly."
+    assert template.user == "{document}\n---\nQuestion: {question}"
+
+
+def test_a_template_file_is_read_as_utf8_whatever_the_locale(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "french.txt"
+    path.write_text("Réponds en français.\n---\n« {document} »\nQuestion : {question}", encoding="utf-8")
+    code = ("import sys; from snapkv_cli.prompting import load_template; t = load_template(sys.argv[1]); "
+            "print(ascii((t.system, t.user)))")
+    environment = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}  # an ASCII locale
+    result = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, env=environment, capture_output=True,
+                            timeout=120)
+    assert result.stdout.decode() == ascii(("Réponds en français.", "« {document} »\nQuestion : {question}")) + "\n", \
+        result.stderr.decode()[-2000:]
+
+
 def test_missing_template_file(tmp_path):
     with pytest.raises(UserError, match="template file not found"):
         load_template(str(tmp_path / "missing.txt"))
@@ -228,8 +268,9 @@ def test_truncation_when_template_alone_is_too_long(tokenizer, qa):
 
 @pytest.mark.parametrize("question", ["", "   \n\t"])
 def test_empty_question_is_user_error(tokenizer, qa, question):
-    with pytest.raises(UserError, match="question is empty"):
+    with pytest.raises(UserError) as info:
         build_prompt(tokenizer, three_pages(), question, qa)
+    assert str(info.value) == "the question is empty: pass the question as the second argument"
 
 
 def test_tokenizer_without_chat_template_falls_back_to_plain_text(qa):
