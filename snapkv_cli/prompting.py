@@ -122,7 +122,7 @@ def _render(
     user = template.user.replace("{document}", _DOC_MARK).replace("{question}", _QUESTION_MARK)
     messages = ([{"role": "system", "content": template.system}] if template.system else []) + [
         {"role": "user", "content": user}]
-    if not completion and getattr(tokenizer, "chat_template", None):
+    if not completion and tokenizer.chat_template:
         rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     else:
         rendered = _bos_text(tokenizer) + "\n\n".join(m["content"] for m in messages) + ANSWER_CUE
@@ -136,18 +136,12 @@ def _render(
 
 def _bos_text(tokenizer) -> str:
     """The BOS token's text when the tokenizer starts its encodings with it (Gemma needs it), else ""."""
-    bos, bos_id = getattr(tokenizer, "bos_token", None), getattr(tokenizer, "bos_token_id", None)
-    if not bos or bos_id is None:
-        return ""
-    try:
-        first = tokenizer("a", add_special_tokens=True)["input_ids"][:1]
-    except Exception:
-        return ""
-    return bos if first == [bos_id] else ""
+    starts_with_bos = tokenizer("a")["input_ids"][:1] == [tokenizer.bos_token_id]  # never, without a BOS token
+    return tokenizer.bos_token if starts_with_bos else ""
 
 
 def _token_range(offsets: list[tuple[int, int]], chars: tuple[int, int]) -> tuple[int, int]:
-    inside = [i for i, (start, end) in enumerate(offsets) if end > chars[0] and start < chars[1] and end > start]
+    inside = [i for i, (start, end) in enumerate(offsets) if end > chars[0] and start < chars[1]]
     return (inside[0], inside[-1] + 1) if inside else (0, 0)
 
 
@@ -166,7 +160,7 @@ def build_prompt(tokenizer, document: Document, question: str, template: Templat
         raise UserError("the question is empty: pass the question as the second argument")
     if completion:
         template = completion_variant(template)
-    completion = completion or not getattr(tokenizer, "chat_template", None)
+    completion = completion or not tokenizer.chat_template
     document_text, dropped = document.text, 0
     for _attempt in range(3):
         prompt = _tokenize(tokenizer, template, document, document_text, question, dropped, completion)
@@ -195,10 +189,12 @@ def _tokenize(tokenizer, template: Template, document: Document, document_text: 
     document_span = _token_range(offsets, doc_chars)
     token_pages: list[int | None] = [None] * len(offsets)
     if not dropped:  # page boundaries are only exact for an untruncated document
-        spans = [(number, doc_chars[0] + start, doc_chars[0] + end) for number, start, end in document.page_spans()]
+        # a token belongs to the page its first character is in (the blank line between pages leads the next page);
+        # every token of the span starts before the document ends, where the last page ends
+        page_ends = [(number, doc_chars[0] + end) for number, _, end in document.page_spans()]
         for index in range(*document_span):
             start = offsets[index][0]
-            token_pages[index] = next((number for number, lo, hi in spans if start < hi), spans[-1][0])
+            token_pages[index] = next(number for number, end in page_ends if start < end)
     return Prompt(text=text, input_ids=input_ids, document_span=document_span,
                   question_span=_token_range(offsets, question_chars), token_pages=token_pages,
                   prefix_length=prefix_length, truncated_document_tokens=dropped, template=template.name,
@@ -208,15 +204,13 @@ def _tokenize(tokenizer, template: Template, document: Document, document_text: 
 def control_token_ids(tokenizer) -> set[int]:
     """Ids of the tokens that steer the model rather than spell text: every special token, and every added token
     the chat template itself writes (Qwen's ``<tool_call>`` or ``<think>`` are added but not marked special)."""
-    source = getattr(tokenizer, "chat_template", None) or ""
-    source = source if isinstance(source, str) else " ".join(map(str, source.values())) if isinstance(source, dict) \
-        else ""
-    ids = set(getattr(tokenizer, "all_special_ids", []) or [])
-    for token_id, token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).items():
-        content = getattr(token, "content", str(token))
-        if getattr(token, "special", False) or (content and content in source):
+    templates = tokenizer.chat_template or {}  # a string, or named templates ("default", "tool_use"...) in a dict
+    templates = templates.values() if isinstance(templates, dict) else [templates]
+    ids = set(tokenizer.all_special_ids)
+    for token_id, token in tokenizer.added_tokens_decoder.items():
+        if token.special or any(token.content in template for template in templates):
             ids.add(token_id)
-    ids.discard(getattr(tokenizer, "unk_token_id", None))  # what an unknown character becomes: it steers nothing
+    ids.discard(tokenizer.unk_token_id)  # what an unknown character becomes: it steers nothing
     return ids
 
 
@@ -274,9 +268,11 @@ def _overlaps(span: tuple[int, int], others: tuple[tuple[int, int], ...]) -> boo
 
 
 def _truncate(tokenizer, document_text: str, excess: int, how: str, dropped: int) -> tuple[str, int]:
-    encoding = tokenizer(document_text, add_special_tokens=False, return_offsets_mapping=True,
-                         split_special_tokens=True)
-    offsets = encoding["offset_mapping"]
+    """``document_text`` less ``excess`` of its tokens, and ``dropped`` plus ``excess``: the tokens dropped from the
+    start, from the end, or from the middle (the first half of the tokens kept, then the rest from the end after a
+    ``[...]`` line). The tokens are counted as the prompt has them (:func:`encode_guarded`: markers written in the
+    document are plain text there). :class:`TemplateTooLong` when not a single token would be left."""
+    _, offsets = encode_guarded(tokenizer, document_text, 0, len(document_text), ((0, len(document_text)),))
     keep = len(offsets) - excess
     if keep <= 0:
         raise TemplateTooLong()

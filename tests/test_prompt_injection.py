@@ -175,3 +175,111 @@ def test_inspect_shows_the_markers_as_plain_tokens(tmp_path, tiny_model_path):
     assert not set(report["token_ids"][start:end]) & control
     assert "<|im_start|>system" in "".join(report["tokens"][start:end])
     assert sum(token in control for token in report["token_ids"]) == 5  # system, user and assistant turns
+
+
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_the_control_tokens_are_the_family_s_markers_and_nothing_else(name):
+    """Exactly the markers: the unknown token (what an unknown character becomes) and plain text are not among them."""
+    tokenizer = family_tokenizer(name)
+    assert control_token_ids(tokenizer) == markers_of(name, tokenizer)
+
+
+def test_a_token_the_tokenizer_names_special_steers_however_it_was_added():
+    from transformers import AddedToken
+
+    tokenizer = family_tokenizer("qwen2")
+    tokenizer.add_tokens([AddedToken("<|vision_start|>", special=True), AddedToken("<|fim_pad|>", special=False),
+                          AddedToken("lighthouse-keeper", special=False)])
+    tokenizer.pad_token = "<|fim_pad|>"  # a special token, though added as a plain one
+    vocab = tokenizer.get_vocab()
+    assert control_token_ids(tokenizer) == markers_of("qwen2", tokenizer) | {vocab["<|vision_start|>"],
+                                                                              vocab["<|fim_pad|>"]}
+
+
+def test_markers_any_named_chat_template_writes_steer():
+    tokenizer = family_tokenizer("qwen2")
+    vocab = tokenizer.get_vocab()
+    specials = {vocab[token] for token in FAMILIES["qwen2"][1]}
+    tokenizer.chat_template = {"default": CHATML, "tool_use": CHATML + "{% if tools %}<tool_call>{% endif %}"}
+    assert control_token_ids(tokenizer) == specials | {vocab["<tool_call>"]}  # </tool_call> is written by neither
+    tokenizer.chat_template = None
+    assert control_token_ids(tokenizer) == specials  # no template: only the special tokens
+
+
+def test_a_document_that_writes_the_unknown_token_is_tokenized_as_always():
+    """The unknown token steers nothing: a document writing it is no attack, and is tokenized as the tokenizer does."""
+    tokenizer = family_tokenizer("mistral")
+    prompt = prompt_for(tokenizer, BENIGN + " Missing: <unk>.")
+    assert tokenizer.unk_token_id in prompt.input_ids[slice(*prompt.document_span)]
+    assert prompt.input_ids == natural_ids(tokenizer, prompt)
+
+
+@pytest.mark.parametrize("name", ["qwen2", "llama"])
+def test_a_hostile_prompt_is_its_text_token_for_token(name):
+    """Guarding the document adds nothing and loses nothing: the prompt's tokens spell its text, and the template's
+    tokens are those of a benign prompt."""
+    tokenizer = family_tokenizer(name)
+    hostile, benign = prompt_for(tokenizer, HOSTILE), prompt_for(tokenizer, BENIGN)
+    assert tokenizer.decode(hostile.input_ids) == hostile.text
+    assert hostile.counts()["template"] == benign.counts()["template"]
+
+
+def test_short_markers_written_in_a_document_are_plain_text_where_they_can_be():
+    """A two-character marker is broken up; a one-character one cannot be (one character is what the tokenizer makes
+    of it) and the prompt is built all the same."""
+    from transformers import AddedToken
+
+    tokenizer = family_tokenizer("qwen2")
+    tokenizer.add_tokens([AddedToken("‡‡", special=False, normalized=False),
+                          AddedToken("⁂", special=False, normalized=False)])
+    tokenizer.chat_template = CHATML + "{% if tools %}‡‡⁂{% endif %}"
+    vocab = tokenizer.get_vocab()
+    assert {vocab["‡‡"], vocab["⁂"]} <= control_token_ids(tokenizer)
+    prompt = prompt_for(tokenizer, "Section ‡‡ 4, paragraph ⁂ 2.")
+    document = prompt.input_ids[slice(*prompt.document_span)]
+    assert vocab["‡‡"] not in document
+    assert tokenizer.decode(document) == "Section ‡‡ 4, paragraph ⁂ 2."
+
+
+def test_a_document_that_is_only_a_two_character_marker_is_plain_text(tmp_path):
+    """In completion style with a bare template, the question-independent prefix is the document alone."""
+    from transformers import AddedToken
+
+    tokenizer = family_tokenizer("qwen2")
+    tokenizer.add_tokens([AddedToken("‡‡", special=False, normalized=False)])
+    tokenizer.chat_template = CHATML + "{% if tools %}‡‡{% endif %}"
+    path = tmp_path / "bare.txt"
+    path.write_text("{document}{question}", encoding="utf-8")
+    prompt = build_prompt(tokenizer, Document("doc.txt", "text", (Page(1, "‡‡"),)), "Who?", load_template(str(path)),
+                          completion=True)
+    assert prompt.text.startswith("‡‡Who?")
+    assert tokenizer.get_vocab()["‡‡"] not in prompt.input_ids
+
+
+def test_a_marker_the_document_starts_and_the_template_ends_is_plain_text(tmp_path):
+    """A template that closes the document with ``>>`` and a document ending in ``</think``: the marker the two spell
+    together is not a control token either."""
+    tokenizer = family_tokenizer("qwen3")
+    path = tmp_path / "quoted.txt"
+    path.write_text("<<{document}>>\n\nQuestion: {question}", encoding="utf-8")
+    control = markers_of("qwen3", tokenizer)
+
+    def markers(text: str) -> list[int]:
+        prompt = build_prompt(tokenizer, Document("doc.txt", "text", (Page(1, text),)), "Who?", load_template(str(path)))
+        return [token for token in prompt.input_ids if token in control]
+
+    assert markers("The auditor was Ines. </think") == markers("The auditor was Ines.")
+
+
+def test_a_marker_the_template_writes_right_before_the_document_stays_a_marker(tmp_path):
+    """Mistral's later chat templates write ``[INST]`` with no space before the message: with a template that opens
+    on the document, the marker touches the document's first character and is still the template's own."""
+    tokenizer = family_tokenizer("mistral")
+    tokenizer.chat_template = "<s>{% for m in messages %}[INST]{{ m['content'] }}[/INST]{% endfor %}"
+    path = tmp_path / "bare.txt"
+    path.write_text("{document}\n\nQuestion: {question}", encoding="utf-8")
+    prompt = build_prompt(tokenizer, Document("doc.txt", "text", (Page(1, BENIGN),)), "Who was the auditor?",
+                          load_template(str(path)))
+    vocab = tokenizer.get_vocab()
+    assert prompt.input_ids[prompt.document_span[0] - 1] == vocab["[INST]"]
+    assert prompt.input_ids == natural_ids(tokenizer, prompt)

@@ -172,6 +172,46 @@ def test_unknown_template_lists_available():
     assert "no-such-template" in message and "qa" in message and "summary" in message
 
 
+def test_the_unknown_template_message_names_every_choice():
+    with pytest.raises(UserError) as info:
+        load_template("no-such-template")
+    assert str(info.value) == ("unknown template 'no-such-template': choose one of qa, qa_base, summary or give a "
+                               "path to a .txt template")
+
+
+def test_the_bad_template_message_says_what_a_template_needs(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_text("{question}\n{document}", encoding="utf-8")
+    with pytest.raises(UserError) as info:
+        load_template(str(path))
+    assert str(info.value) == ("template 'bad' must contain {document} and {question} once each and end with "
+                               "{question} (the question must close the prompt to fall in the observation window)")
+
+
+def test_only_the_first_separator_line_ends_the_system_message(tmp_path):
+    path = tmp_path / "ruled.txt"
+    path.write_text("Answer briefly.\n---\n{document}\n---\nQuestion: {question}", encoding="utf-8")
+    template = load_template(str(path))
+    assert template.system == "Answer briefly."
+    assert template.user == "{document}\n---\nQuestion: {question}"
+
+
+def test_a_template_file_is_read_as_utf8_whatever_the_locale(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "french.txt"
+    path.write_text("Réponds en français.\n---\n« {document} »\nQuestion : {question}", encoding="utf-8")
+    code = ("import sys; from snapkv_cli.prompting import load_template; t = load_template(sys.argv[1]); "
+            "print(ascii((t.system, t.user)))")
+    environment = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}  # an ASCII locale
+    result = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, env=environment, capture_output=True,
+                            timeout=120)
+    assert result.stdout.decode() == ascii(("Réponds en français.", "« {document} »\nQuestion : {question}")) + "\n", \
+        result.stderr.decode()[-2000:]
+
+
 def test_missing_template_file(tmp_path):
     with pytest.raises(UserError, match="template file not found"):
         load_template(str(tmp_path / "missing.txt"))
@@ -228,8 +268,9 @@ def test_truncation_when_template_alone_is_too_long(tokenizer, qa):
 
 @pytest.mark.parametrize("question", ["", "   \n\t"])
 def test_empty_question_is_user_error(tokenizer, qa, question):
-    with pytest.raises(UserError, match="question is empty"):
+    with pytest.raises(UserError) as info:
         build_prompt(tokenizer, three_pages(), question, qa)
+    assert str(info.value) == "the question is empty: pass the question as the second argument"
 
 
 def test_tokenizer_without_chat_template_falls_back_to_plain_text(qa):
@@ -277,3 +318,130 @@ def test_completion_variant_only_for_packaged_templates_that_have_one(tmp_path):
     own = tmp_path / "qa.txt"
     own.write_text("Read this.\n---\n{document}\n\nQ: {question}", encoding="utf-8")
     assert completion_variant(load_template(str(own))).user.startswith("{document}")  # a user's own file is kept
+
+
+# --------------------------------------------------------------------------- exact spans, pages and prefix
+
+
+def test_the_document_span_holds_the_document_and_nothing_else(tokenizer, qa):
+    document = three_pages()
+    prompt = build_prompt(tokenizer, document, QUESTION, qa)
+    start, end = prompt.document_span
+    assert decode(tokenizer, prompt.input_ids[start:end]) == document.text  # not even the line break before it
+
+
+def test_an_empty_document_has_an_empty_span(tokenizer, qa):
+    prompt = build_prompt(tokenizer, Document("empty.txt", "text", (Page(1, ""),)), QUESTION, qa)
+    start, end = prompt.document_span
+    assert start == end and prompt.counts()["document"] == 0
+    assert sum(prompt.counts().values()) == prompt.length
+    assert decode(tokenizer, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
+
+
+def test_a_page_s_tokens_spell_that_page_and_the_blank_line_leads_the_next(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    spelled = {number: decode(tokenizer, [token for token, page in zip(prompt.input_ids, prompt.token_pages)
+                                          if page == number]) for number in (1, 2, 3)}
+    assert spelled == {1: PAGE_TEXTS[0], 2: "\n\n" + PAGE_TEXTS[1], 3: "\n\n" + PAGE_TEXTS[2]}
+
+
+def test_the_prefix_is_every_token_before_the_question_s_line(tokenizer, qa):
+    prompt = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    line_start = prompt.text.rindex("Question: ")
+    assert decode(tokenizer, prompt.input_ids[:prompt.prefix_length]) == prompt.text[:line_start]
+
+
+def test_a_question_of_several_lines_leaves_the_prefix_alone(tokenizer, qa):
+    one_line = build_prompt(tokenizer, three_pages(), QUESTION, qa)
+    two_lines = build_prompt(tokenizer, three_pages(), f"{QUESTION}\nAnswer with a name.", qa)
+    assert two_lines.prefix_length == one_line.prefix_length
+    assert two_lines.input_ids[:two_lines.prefix_length] == one_line.input_ids[:one_line.prefix_length]
+    assert two_lines.prefix_length <= two_lines.question_span[0]
+
+
+def test_a_question_on_the_document_s_last_line_starts_the_rest(tmp_path, tokenizer):
+    """With no line break between the document and the question, the prefix ends where the question starts: it
+    holds the whole document (several lines of it) and nothing of the question."""
+    path = tmp_path / "same_line.txt"
+    path.write_text("{document} Question: {question}", encoding="utf-8")
+    document = one_page("First line of the notes.\nSecond line of the notes.")
+    prompts = [build_prompt(tokenizer, document, question, load_template(str(path)))
+               for question in (QUESTION, "Where is the lamp?")]
+    for prompt in prompts:
+        assert prompt.document_span[1] <= prompt.prefix_length == prompt.question_span[0]
+    assert prompts[0].input_ids[:prompts[0].prefix_length] == prompts[1].input_ids[:prompts[1].prefix_length]
+
+
+def test_the_window_report_of_a_prompt_that_is_only_its_question():
+    from snapkv_cli.prompting import Prompt
+
+    prompt = Prompt(text="Who is it?", input_ids=[5, 6, 7], document_span=(0, 0), question_span=(0, 3),
+                    token_pages=[None] * 3, prefix_length=0)
+    assert prompt.window_report(8) == {"window_size": 3, "question_tokens_in_window": 3, "question_tokens": 3,
+                                       "question_fits": True}
+    assert prompt.window_report(2)["question_tokens_in_window"] == 2
+
+
+# --------------------------------------------------------------------------- how a document is cut
+
+
+def word_tokenizer(words: int):
+    """One token per space-separated word ``w0`` ... (offsets easy to count by hand), no chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, **{f"w{i}": i + 1 for i in range(words)}}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+
+
+WORDS = " ".join(f"w{i}" for i in range(10))  # ten tokens
+
+
+@pytest.mark.parametrize("excess, how, kept", [
+    (4, "start", "w4 w5 w6 w7 w8 w9"),
+    (9, "start", "w9"),
+    (4, "end", "w0 w1 w2 w3 w4 w5"),
+    (9, "end", "w0"),
+    (4, "middle", "w0 w1 w2\n[...]\nw7 w8 w9"),  # six kept: three from the beginning, three from the end
+    (3, "middle", "w0 w1 w2\n[...]\nw6 w7 w8 w9"),  # seven kept: the end gets the odd one
+    (7, "middle", "w0\n[...]\nw8 w9"),
+    (8, "middle", "w0\n[...]\nw9"),
+    (9, "middle", "w0\n[...]\n"),  # one kept: the beginning's
+])
+def test_a_cut_document_keeps_what_is_asked_where_it_is_asked(excess, how, kept):
+    from snapkv_cli.prompting import _truncate
+
+    assert _truncate(word_tokenizer(10), WORDS, excess, how, 5) == (kept, 5 + excess)
+
+
+@pytest.mark.parametrize("how", ["start", "end", "middle"])
+def test_a_cut_that_would_leave_no_token_is_a_template_too_long(how):
+    from snapkv_cli.errors import TemplateTooLong
+    from snapkv_cli.prompting import _truncate
+
+    with pytest.raises(TemplateTooLong):
+        _truncate(word_tokenizer(10), WORDS, 10, how, 0)
+
+
+@pytest.mark.parametrize("how", ["start", "end"])
+@pytest.mark.parametrize("text", [FIELD_NOTES, f"<|im_start|>{FIELD_NOTES.strip()}<|im_end|>"],
+                         ids=["plain", "framed-by-turn-markers"])
+def test_a_truncated_prompt_fills_the_limit_and_reports_what_it_dropped(tokenizer, qa, how, text):
+    """Markers the document writes count as the plain text they become in the prompt, at its edges too."""
+    document = one_page(text)
+    full = build_prompt(tokenizer, document, QUESTION, qa)
+    prompt = build_prompt(tokenizer, document, QUESTION, qa, max_tokens=300, truncate=how)
+    assert prompt.length == 300  # nothing dropped that would have fitted
+    assert prompt.truncated_document_tokens == full.counts()["document"] - prompt.counts()["document"]
+
+
+@pytest.mark.parametrize("how", ["middle", "start", "end"])
+def test_a_document_that_writes_the_unknown_token_is_truncated_to_fit(tokenizer, qa, how):
+    """The unknown token's text (``<|endoftext|>`` here) is one token in the prompt, as the tokenizer makes it: the
+    cut counts it as the prompt does, so the prompt fits."""
+    text = "Notes. " + "<|endoftext|>" * 400 + " The end."
+    prompt = build_prompt(tokenizer, one_page(text), QUESTION, qa, max_tokens=200, truncate=how)
+    assert 200 - 16 <= prompt.length <= 200
+    assert decode(tokenizer, prompt.input_ids[slice(*prompt.question_span)]).strip() == QUESTION
