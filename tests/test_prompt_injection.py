@@ -265,7 +265,8 @@ def test_a_marker_the_document_starts_and_the_template_ends_is_plain_text(tmp_pa
     control = markers_of("qwen3", tokenizer)
 
     def markers(text: str) -> list[int]:
-        prompt = build_prompt(tokenizer, Document("doc.txt", "text", (Page(1, text),)), "Who?", load_template(str(path)))
+        document = Document("doc.txt", "text", (Page(1, text),))
+        prompt = build_prompt(tokenizer, document, "Who?", load_template(str(path)))
         return [token for token in prompt.input_ids if token in control]
 
     assert markers("The auditor was Ines. </think") == markers("The auditor was Ines.")
