@@ -186,6 +186,20 @@ def test_the_converted_directory_holds_the_ggufs_weights_in_float32(converted, c
         LAYERS, HIDDEN, KV_HEADS)
 
 
+def test_the_weights_are_float32_whatever_torchs_default_dtype(plain_gguf, tmp_path):
+    """transformers loads in torch's default dtype when none is asked for: a process that changed it (float64 here)
+    still gets float32 safetensors equal to the GGUF's."""
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        conversion.convert_gguf(plain_gguf.path, tmp_path, lambda _msg: None)
+    finally:
+        torch.set_default_dtype(default)
+    assert _safetensors_dtypes(tmp_path) == {"F32"}
+    state = load_file(str(next(tmp_path.glob("*.safetensors"))))
+    assert all(torch.equal(state[name], weight) for name, weight in plain_gguf.weights.items() if name in state)
+
+
 def test_the_converted_tokenizer_encodes_and_formats_chats_as_the_ggufs(converted, chat_gguf):
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(converted.dir))
     assert _encodings(tokenizer) == _encodings(chat_gguf.tokenizer)
@@ -280,12 +294,14 @@ def test_a_saved_chat_template_that_opens_the_answer_differently_is_refused(chat
     assert _chat_ids(damaged, generation_prompt=False) == _chat_ids(chat_gguf.tokenizer, generation_prompt=False)
 
 
-def test_a_saved_config_that_changes_the_logits_is_refused_with_the_difference(chat_gguf, tmp_path, monkeypatch):
+@pytest.mark.parametrize("rope_theta", [9900.0, 50.0])  # logits off by a little (under 1) and by a lot
+def test_a_saved_config_that_changes_the_logits_is_refused_with_the_difference(rope_theta, chat_gguf, tmp_path,
+                                                                               monkeypatch):
     """Same weights, another rotary base in config.json: the reloaded model computes other logits."""
     def change_rope_theta(directory: Path) -> None:
         file = directory / "config.json"
         config = json.loads(file.read_text())
-        text = json.dumps(config).replace(f'"rope_theta": {ROPE_THETA}', '"rope_theta": 9000.0')
+        text = json.dumps(config).replace(f'"rope_theta": {ROPE_THETA}', f'"rope_theta": {rope_theta}')
         assert text != json.dumps(config), "no rope_theta in the saved config"
         file.write_text(text)
 
