@@ -411,8 +411,9 @@ def test_a_full_disk_while_obtaining_the_gguf_is_not_writable_and_leaves_nothing
         conversion.build_once(target, chat_gguf.sha256, obtain, title="Tiny Llama", info={}, needed="about 2 MB")
     assert (refused.value.path, refused.value.reason, refused.value.needed) == (
         target.parent, "No space left on device", "about 2 MB")
-    assert str(refused.value) == (f"could not write the model cache in {target.parent}: No space left on device; "
-                                  "free some disk space (about 2 MB needed) or set SNAPKV_CACHE_DIR to another directory")
+    assert str(refused.value) == (
+        f"could not write the model cache in {target.parent}: No space left on device; "
+        "free some disk space (about 2 MB needed) or set SNAPKV_CACHE_DIR to another directory")
     assert [path.name for path in target.parent.iterdir()] == [".tiny.lock"]
 
 
@@ -472,7 +473,7 @@ def test_a_gguf_loaded_model_once_stripped_saves_and_moves(chat_gguf, tmp_path):
 
 def test_stripping_also_clears_a_quantization_config_the_config_class_declares():
     class Config:
-        quantization_config = {"quant_method": "gguf"}
+        quantization_config = "gguf"
 
     model = SimpleNamespace(config=Config(), hf_quantizer=object())
     strip_gguf_quantizer(model)
