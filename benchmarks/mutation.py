@@ -69,7 +69,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                     "tests/test_usage_doc.py", "tests/test_declarations.py", "tests/test_weight_dtype.py"]),
     "models": (["snapkv_cli/models/*"],
                ["tests/test_models.py", "tests/test_wheels.py", "tests/test_catalog.py", "tests/test_local_gguf.py",
-                "tests/test_gemma3_fetch.py", "tests/test_weight_dtype.py"]),
+                "tests/test_gemma3_fetch.py", "tests/test_weight_dtype.py", "tests/test_conversion.py"]),
 }
 # mutmut's exit-code meanings, as its results command names them
 STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout", 24: "timeout", 0: "survived",

@@ -439,6 +439,14 @@ def test_short_reason():
     assert len(short_reason(ValueError("x" * 500))) == 200
 
 
+def test_short_reason_cuts_only_lines_over_the_limit_and_only_a_single_final_full_stop():
+    assert short_reason(ValueError("y" * 200)) == "y" * 200  # at the limit: whole
+    assert short_reason(ValueError("z" * 190 + " " * 20 + "tail")) == "z" * 190 + "..."  # no blanks before "..."
+    assert short_reason(ValueError("  indented line  ")) == "indented line"
+    assert short_reason(ValueError("wait for it..")) == "wait for it.."  # an ellipsis is not a full stop
+    assert short_reason(ValueError("done.")) == "done"
+
+
 # --------------------------------------------------------------------------- default model
 
 

@@ -139,7 +139,7 @@ def save_in_dtype(source: Path, out_dir: Path, dtype: str) -> dict[str, Any]:
 
     try:
         model = AutoModelForCausalLM.from_pretrained(str(source), dtype=getattr(torch, dtype))
-        model.save_pretrained(str(out_dir), safe_serialization=True)
+        model.save_pretrained(str(out_dir))
         AutoTokenizer.from_pretrained(str(source)).save_pretrained(str(out_dir))
     except SafetensorError as exc:  # a full disk reaches us from the writer
         raise OSError(str(exc)) from None
@@ -213,7 +213,7 @@ def convert_gguf(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     model.eval()
     strip_gguf_quantizer(model)
-    model.save_pretrained(str(out_dir), safe_serialization=True)
+    model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
 
     say("Checking the converted model...")
