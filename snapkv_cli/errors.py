@@ -123,11 +123,14 @@ class ModelOutOfMemory(UserError):
 
 
 class CacheNotWritable(UserError):
-    """The project's cache directory (or a folder in it: ``what``, e.g. "model cache") cannot be created or written."""
+    """The project's cache directory (or a folder in it: ``what``, e.g. "model cache") cannot be created or written.
+
+    ``needed``: the disk space to name, as a phrase ("about 800 MB").
+    """
 
     def __init__(self, path, reason: str, needed: str | None = None, what: str = "cache"):
         self.path, self.reason, self.needed, self.what = path, reason, needed, what
-        space = f" (about {needed} needed)" if needed else ""
+        space = f" ({needed} needed)" if needed else ""
         super().__init__(f"could not write the {what} in {path}: {reason}; free some disk space{space} "
                          "or set SNAPKV_CACHE_DIR to another directory")
 

