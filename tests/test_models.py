@@ -292,6 +292,29 @@ def test_a_name_that_is_no_model_is_refused_listing_the_catalogue(no_fetching, t
     assert "org/name" in message and ".gguf" in message and "directory" in message
 
 
+def test_the_catalogue_phrase_names_each_model_with_its_size_context_and_other_names():
+    assert sources.catalogue_text() == (
+        "smollm2-135m-instruct (the default; 135M, 8k context; also default, smollm2), "
+        "gemma3-270m (270M, 32k context; also gemma-3-270m, gemma3, gemma)")
+
+
+def test_the_catalogue_phrase_of_a_model_without_other_names(monkeypatch):
+    from dataclasses import replace
+
+    only = replace(catalog.by_name("gemma3-270m"), name="solo-1m", parameters="1M", context=4096,
+                   aliases=("SOLO-1M",))  # its one alias is its own name in capitals
+    monkeypatch.setattr(catalog, "ENTRIES", (only,))
+    assert sources.catalogue_text() == "solo-1m (1M, 4k context)"
+
+
+@pytest.mark.parametrize(("name", "is_path"), [
+    ("./m", True), ("../m", True), ("/m", True), ("~/m", True), ("~m", True), (".\\m", True), ("..\\m", True),
+    ("org/m/", True), ("models\\", True), (".", True), ("..", True), ("m.gguf", True), ("M.GGUF", True),
+    ("org/m", False), ("gemma3", False), ("m.gguf.txt", False), ("...", False)])
+def test_names_written_as_paths(name, is_path):
+    assert sources.looks_like_path(name) is is_path
+
+
 @pytest.mark.parametrize("name", ["smollm2", "gemma-3-270m", "GEMMA3", "default", " SmolLM2-135M-Instruct "])
 def test_built_in_names_and_aliases_name_their_model(name):
     source = sources.model_source(name)
@@ -364,7 +387,8 @@ def test_an_unreachable_hub_fails_after_one_short_request(no_fetching, tmp_path,
     with pytest.raises(HubUnreachable) as info:
         load_model("some-org/some-model", device="cpu")
     message = str(info.value)
-    assert "the Hub cannot be reached ([Errno -2] Name or service not known)" in message
+    assert message.startswith("model 'some-org/some-model' is not in the Hugging Face cache and the Hub cannot be "
+                              "reached ([Errno -2] Name or service not known)")
     for option in ("HF_HUB_OFFLINE=1", "local model directory", ".gguf file", "built-in model"):
         assert option in message
     assert len(requests) == 1  # one request, no retries
@@ -394,8 +418,9 @@ def test_a_hub_without_the_model_says_so(no_fetching, tmp_path, monkeypatch, kin
         raise hub_error(getattr(hf_errors, kind))
 
     monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", missing)
-    with pytest.raises(HubModelNotFound, match=fragment):
+    with pytest.raises(HubModelNotFound, match=fragment) as info:
         load_model("some-org/no-such-model", device="cpu")
+    assert str(info.value).startswith(f"model 'some-org/no-such-model' {fragment}")
 
 
 def test_a_hub_that_has_the_model_lets_the_loader_fetch_it(tmp_path, monkeypatch):
