@@ -172,3 +172,44 @@ def test_cached_entries_skip_what_is_not_a_finished_conversion(cache, conversion
     (models / "gguf-0000000000000002").write_text("a file", encoding="utf-8")
     assert local_gguf.cached_entries() == [
         {"name": "listed.gguf", "source": str(gguf.resolve()), "path": str(target), "gguf_sha256": sha}]
+
+
+def test_a_gguf_loaded_in_bfloat16_reads_its_bfloat16_copy_and_tells_each_step(cache, conversions, tmp_path):
+    import torch
+
+    gguf = _gguf(tmp_path / "tiny.gguf")
+    target = local_gguf.converted_dir(hashlib.sha256(gguf.read_bytes()).hexdigest())
+    messages: list[str] = []
+    loaded = load_model(str(gguf), device="cpu", dtype="bfloat16", progress=messages.append)
+    assert loaded.source == str(target / "bfloat16") and loaded.dtype == torch.bfloat16
+    assert messages[:2] == ["Hashing tiny.gguf (0 MB)...", f"Setting up tiny.gguf in {target} (once)."]
+    assert f"Saving a bfloat16 copy of {target.name} (once)..." in messages
+    assert messages[-1] == f"Loading {gguf} (bfloat16, cpu)..."
+    assert 0 <= loaded.load_seconds < 600
+
+
+def test_a_gguf_whose_copy_cannot_be_saved_is_converted_at_load(cache, conversions, tmp_path):
+    import torch
+
+    gguf = _gguf(tmp_path / "tiny.gguf")
+    target = local_gguf.ensure(gguf)
+    (target / ".bfloat16.lock").mkdir()  # the copy's lock cannot be created: the directory cannot be written
+    messages: list[str] = []
+    loaded = load_model(str(gguf), device="cpu", dtype="bfloat16", progress=messages.append)
+    assert loaded.source == str(target) and loaded.dtype == torch.bfloat16
+    refused = [m for m in messages if m.startswith("Could not save a bfloat16 copy (")]
+    assert len(refused) == 1 and refused[0].endswith("); converting at load instead.")
+    assert f"could not write the cache in {target}: " in refused[0]
+
+
+def test_a_gguf_transformers_cannot_read_is_named_with_the_reason(cache, tmp_path, monkeypatch):
+    def unreadable(gguf, out_dir, say):
+        raise ValueError("GGUF model with architecture mamba9 is not supported yet.")
+
+    monkeypatch.setattr(conversion, "convert_gguf", unreadable)
+    gguf = _gguf(tmp_path / "odd.gguf")
+    with pytest.raises(UserError) as info:
+        load_model(str(gguf), device="cpu")
+    assert str(info.value) == (f"could not load model '{gguf}': GGUF model with architecture mamba9 is not supported "
+                               "yet; pass a local directory, a .gguf file, or a Hugging Face id (needs network on "
+                               "first use)")

@@ -216,6 +216,87 @@ def test_loaded_dtype_is_read_back_from_the_model(tiny_model_dir, monkeypatch):
     assert next(lm.model.parameters()).dtype == torch.float32 and lm.dtype == torch.float32
 
 
+def test_cuda_asked_for_on_a_machine_without_it(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError) as info:
+        load_model(str(tiny_model_dir[0]), device="cuda")
+    assert str(info.value) == "device 'cuda' is not available: CUDA is not available"
+    assert load_model(str(tiny_model_dir[0])).device == torch.device("cpu")  # the default device: auto
+
+
+def test_a_cuda_index_beyond_the_devices_names_the_valid_ones(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(UserError) as info:
+        resolve_device("cuda:2")
+    assert str(info.value) == "device 'cuda:2' does not exist (this machine has 2 CUDA device(s)); use cuda:0..cuda:1"
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [
+    (True, (torch.bfloat16, "auto: this GPU supports bfloat16")),
+    (False, (torch.float16, "auto: this GPU has no bfloat16: float16"))])
+def test_auto_dtype_on_a_gpu_says_why(monkeypatch, bf16, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    assert choose_dtype("auto", torch.device("cuda")) == expected
+
+
+def test_a_relative_model_directory_is_recorded_as_its_absolute_path(tiny_model_dir, monkeypatch):
+    path = tiny_model_dir[0]
+    monkeypatch.chdir(path.parent)
+    loaded = load_model(path.name, device="cpu")
+    assert loaded.name == path.name and loaded.source == str(path.resolve())
+
+
+def test_running_out_of_memory_while_loading_names_the_model_and_device(tiny_model_dir, monkeypatch):
+    import transformers
+
+    path = str(tiny_model_dir[0])
+    real = transformers.AutoModelForCausalLM.from_pretrained
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", out_of_memory)
+    with pytest.raises(UserError) as info:
+        load_model(path, device="cpu")
+    assert str(info.value) == f"out of memory loading model '{path}' on cpu"
+
+    def loaded_but_cannot_move(*args, **kwargs):  # the weights load, then moving them to the device runs out
+        model = real(*args, **kwargs)
+        model.to = out_of_memory
+        return model
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", loaded_but_cannot_move)
+    with pytest.raises(UserError) as info:
+        load_model(path, device="cpu")
+    assert str(info.value) == f"out of memory loading model '{path}' on cpu"
+
+
+def test_a_tokenizer_without_a_chat_template_attribute_is_a_base_model():
+    from snapkv_cli.models.loader import is_base_model
+
+    assert is_base_model(object()) is True
+
+
+def test_int8_leaves_an_untied_output_layer_in_the_model_dtype(tiny_model_dir):
+    """The output layer stays unquantized even where it is not tied to the embeddings."""
+    pytest.importorskip("torchao")
+    loaded = load_model(str(tiny_model_dir[0]), device="cpu", dtype="float32", quantize="int8")
+    assert loaded.model.lm_head.weight is not loaded.model.model.embed_tokens.weight  # untied
+    assert loaded.quantization == "int8" and not hasattr(loaded.model.lm_head.weight, "qdata")
+    assert loaded.model.model.layers[0].self_attn.q_proj.weight.qdata.dtype == torch.int8
+
+
+def test_int8_with_a_torchao_that_cannot_be_imported(tiny_model_dir, monkeypatch):
+    pytest.importorskip("torchao")
+    monkeypatch.setitem(sys.modules, "torchao.quantization", None)  # found, but its import fails
+    with pytest.raises(UserError) as info:
+        load_model(str(tiny_model_dir[0]), device="cpu", quantize="int8")
+    message = str(info.value)
+    assert message.startswith("int8 weights need torchao, but importing it failed (")
+    assert "torchao.quantization" in message and message.endswith("): pip install 'snapkv-cli[int8]'")
+
+
 def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypatch):
     path, _ids, _expected = tiny_model_dir
     calls = []
