@@ -55,11 +55,23 @@ def test_longer_context_alternative(tokens, current, expected):
 
 
 def test_loader_routes_catalogue_names(tiny_model_path, monkeypatch):
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)  # a name mistaken for a Hub id fails at once
     fetched: list[str] = []
-    monkeypatch.setattr(gemma3, "ensure",
-                        lambda progress=None, notice=None: fetched.append("gemma") or Path(tiny_model_path))
-    loaded = load_model("gemma3-270m", device="cpu")
+
+    def fetch(progress=None, notice=None):
+        progress("Fetching gemma...")
+        notice("terms")
+        fetched.append("gemma")
+        return Path(tiny_model_path)
+
+    monkeypatch.setattr(gemma3, "ensure", fetch)
+    steps: list[str] = []
+    notices: list[str] = []
+    loaded = load_model("gemma3-270m", device="cpu", progress=steps.append, notice=notices.append)
     assert fetched == ["gemma"] and loaded.name == "gemma3-270m" and loaded.source == tiny_model_path
+    assert steps[0] == "Fetching gemma..." and notices == ["terms"]
     assert loaded.base_model is True  # the catalogue says it is not instruction-tuned, whatever its tokenizer has
 
 
