@@ -43,6 +43,20 @@ def test_cache_root_precedence(monkeypatch, tmp_path):
     assert cache_root() == tmp_path / "home" / ".cache" / "snapkv"
 
 
+def test_the_size_on_disk_counts_every_file_below(tmp_path):
+    from snapkv_cli.models.cache_dir import dir_size_bytes
+
+    root = tmp_path / "model"
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "a.bin").write_bytes(b"x" * 1000)
+    (root / "sub" / "b.bin").write_bytes(b"y" * 200)
+    (root / "sub" / "deeper" / "c.bin").write_bytes(b"z" * 30)
+    (root / "sub" / "dangling").symlink_to(tmp_path / "gone")  # a file that cannot be measured counts for nothing
+    assert dir_size_bytes(root) == 1230
+    assert dir_size_bytes(root / "a.bin") == 1000
+    assert dir_size_bytes(tmp_path / "nothing-here") == 0
+
+
 def test_light_modules_do_not_import_torch():
     code = (
         "import sys\n"
@@ -64,6 +78,39 @@ def test_resolve_device_cpu_and_auto_without_cuda(monkeypatch):
     for bad in ("cuda", "cuda:0", "CUDA:1"):
         with pytest.raises(UserError, match="CUDA is not available"):
             resolve_device(bad)
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, ("auto", None)), ("", ("auto", None)), (" CPU ", ("cpu", None)), ("cuda", ("cuda", None)),
+    ("CUDA:1", ("cuda", 1)), ("cuda:12", ("cuda", 12))])
+def test_device_names(given, expected):
+    from snapkv_cli.models.placement import parse_device
+
+    assert parse_device(given) == expected
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, "auto"), ("", "auto"), ("Auto", "auto"), ("bf16", "bfloat16"), (" FP16 ", "float16"), ("fp32", "float32")])
+def test_dtype_names(given, expected):
+    from snapkv_cli.models.placement import parse_dtype
+
+    assert parse_dtype(given) == expected
+
+
+def test_int8_is_accepted_when_torchao_is_installed_and_refused_when_not(monkeypatch):
+    import importlib.util
+
+    from snapkv_cli.errors import QuantizationUnavailable
+    from snapkv_cli.models.placement import parse_quantize
+
+    pytest.importorskip("torchao")
+    assert parse_quantize(" INT8 ") == "int8"
+    assert parse_quantize(None) is parse_quantize("") is parse_quantize("none") is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+    with pytest.raises(QuantizationUnavailable) as info:
+        parse_quantize("int8")
+    assert str(info.value) == "int8 weights need torchao, but it is not installed: pip install 'snapkv-cli[int8]'"
 
 
 def test_resolve_device_with_cuda(monkeypatch):

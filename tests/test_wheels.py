@@ -445,3 +445,45 @@ def test_extract_members_reports_the_error_that_stopped_it_from_writing(tmp_path
                                hashlib.sha256(b"abc").hexdigest(), lambda actual: AssertionError(actual))
     assert info.value.errno == errno.ENOSPC
     assert list((tmp_path / "out").iterdir()) == []
+
+
+# --------------------------------------------------------------------------- checking a file against its pinned hash
+
+
+def test_a_file_that_cannot_be_read_is_named_with_the_reason(tmp_path):
+    from snapkv_cli.models.checksums import verify_sha256
+
+    with pytest.raises(UserError) as info:
+        verify_sha256(tmp_path, "0" * 64, "the wheel", "use the genuine one")  # a directory, not a file
+    assert str(info.value) == f"cannot read {tmp_path}: Is a directory; check the file and retry"
+
+
+def test_a_mismatch_names_the_file_both_hashes_and_the_fix(tmp_path):
+    from snapkv_cli.models.checksums import verify_sha256
+
+    path = tmp_path / "w.whl"
+    path.write_bytes(b"abc")
+    actual = hashlib.sha256(b"abc").hexdigest()
+    verify_sha256(path, actual, "the wheel", "never shown")  # the right hash: nothing to say
+    with pytest.raises(ChecksumMismatch) as info:
+        verify_sha256(path, "f" * 64, "the wheel", "use the genuine one")
+    assert str(info.value) == f"sha256 mismatch for the wheel {path}: expected {'f' * 64}, got {actual}; use the genuine one"
+
+
+def test_hashing_a_large_file_reads_it_in_bounded_blocks(tmp_path):
+    """A multi-gigabyte GGUF is hashed without holding it in memory: the peak stays near one block."""
+    import tracemalloc
+
+    from snapkv_cli.models.checksums import BLOCK_BYTES, sha256_file
+
+    big = tmp_path / "big.bin"
+    with big.open("wb") as fh:
+        fh.truncate(16 * BLOCK_BYTES)
+    tracemalloc.start()
+    try:
+        digest = sha256_file(big)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert digest == hashlib.sha256(bytes(16 * BLOCK_BYTES)).hexdigest()
+    assert peak < 3 * BLOCK_BYTES
