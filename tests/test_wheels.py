@@ -314,7 +314,8 @@ def test_pip_failure_reports_its_last_line_even_when_it_is_not_utf8(cache, tmp_p
         wheels.fetch_wheel(REQUIREMENT, FILENAME, "0" * 64, env_var=ENV, what="the test data")
     assert info.value.reason == "ERROR: no route to h\N{REPLACEMENT CHARACTER}st"
     assert str(info.value) == ("could not fetch the test data (snapkv-test-data==1.0.0) with pip: ERROR: no route "
-                               f"to h\N{REPLACEMENT CHARACTER}st; check your network or set {ENV} to a downloaded wheel")
+                               f"to h\N{REPLACEMENT CHARACTER}st; check your network or set {ENV} to a downloaded "
+                               "wheel")
     assert _clean(cache)
 
 
@@ -467,7 +468,8 @@ def test_a_mismatch_names_the_file_both_hashes_and_the_fix(tmp_path):
     verify_sha256(path, actual, "the wheel", "never shown")  # the right hash: nothing to say
     with pytest.raises(ChecksumMismatch) as info:
         verify_sha256(path, "f" * 64, "the wheel", "use the genuine one")
-    assert str(info.value) == f"sha256 mismatch for the wheel {path}: expected {'f' * 64}, got {actual}; use the genuine one"
+    assert str(info.value) == (f"sha256 mismatch for the wheel {path}: expected {'f' * 64}, got {actual}; "
+                               "use the genuine one")
 
 
 def test_hashing_a_large_file_reads_it_in_bounded_blocks(tmp_path):
