@@ -328,7 +328,10 @@ def test_a_tokenizer_without_a_chat_template_attribute_is_a_base_model():
 def test_int8_leaves_an_untied_output_layer_in_the_model_dtype(tiny_model_dir):
     """The output layer stays unquantized even where it is not tied to the embeddings."""
     pytest.importorskip("torchao")
-    loaded = load_model(str(tiny_model_dir[0]), device="cpu", dtype="float32", quantize="int8")
+    messages: list[str] = []
+    loaded = load_model(str(tiny_model_dir[0]), device="cpu", dtype="float32", quantize="int8",
+                        progress=messages.append)
+    assert messages == [f"Loading {tiny_model_dir[0]} (float32, int8, cpu)..."]
     assert loaded.model.lm_head.weight is not loaded.model.model.embed_tokens.weight  # untied
     assert loaded.quantization == "int8" and not hasattr(loaded.model.lm_head.weight, "qdata")
     assert loaded.model.model.layers[0].self_attn.q_proj.weight.qdata.dtype == torch.int8
