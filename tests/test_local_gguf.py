@@ -107,3 +107,109 @@ def test_cached_entries_are_listed(cache, conversions, tmp_path):
     rows = catalogue_rows()
     assert rows[-1]["name"] == "listed.gguf" and rows[-1]["cached"] and rows[-1]["source"] == str(gguf.resolve())
     assert rows[-1]["size_bytes"] > 0
+
+
+def test_first_use_tells_the_hashing_and_the_setup_and_records_the_file(cache, conversions, tmp_path):
+    gguf = tmp_path / "big.gguf"
+    with gguf.open("wb") as fh:
+        fh.truncate(87_500_000)  # sparse: 87.5 MB of zeros, shown as 88 MB
+    messages: list[str] = []
+    target = local_gguf.ensure(gguf, progress=messages.append)
+    assert messages[:2] == ["Hashing big.gguf (88 MB)...", f"Setting up big.gguf in {target} (once)."]
+    marker = json.loads((target / conversion.MARKER_NAME).read_text())
+    assert {key: marker[key] for key in ("model", "source", "gguf_file")} == {
+        "model": "big.gguf", "source": str(gguf.resolve()), "gguf_file": "big.gguf"}
+
+
+def test_an_unwritable_cache_names_four_times_the_file_as_the_space_needed(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(blocker))
+    gguf = tmp_path / "big.gguf"
+    with gguf.open("wb") as fh:
+        fh.truncate(87_500_000)  # 4 x 0.0875 GB + 0.1 GB of margin
+    with pytest.raises(UserError) as info:
+        local_gguf.ensure(gguf)
+    assert "; free some disk space (about 0.4 GB needed) or set SNAPKV_CACHE_DIR" in str(info.value)
+
+
+@pytest.mark.parametrize("damage", [{"sha256": 12345}, {"sha256": "abc"}, "a list instead of a mapping"])
+def test_a_damaged_hash_index_costs_only_a_new_hash(cache, tmp_path, damage):
+    gguf = _gguf(tmp_path / "m.gguf")
+    stat = gguf.stat()
+    index_file = cache / "models" / local_gguf.INDEX_NAME
+    index_file.parent.mkdir(parents=True)
+    if isinstance(damage, dict):
+        entry = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, **damage}
+        index_file.write_text(json.dumps({str(gguf.resolve()): entry}), encoding="utf-8")
+    else:
+        index_file.write_text(json.dumps([damage]), encoding="utf-8")
+    messages: list[str] = []
+    assert local_gguf.content_hash(gguf, messages.append) == hashlib.sha256(gguf.read_bytes()).hexdigest()
+    assert messages == ["Hashing m.gguf (0 MB)..."]
+
+
+def test_every_hashed_file_is_remembered(cache, tmp_path, monkeypatch):
+    first, second = _gguf(tmp_path / "one.gguf", b"one"), _gguf(tmp_path / "two.gguf", b"two")
+    local_gguf.content_hash(first)
+    local_gguf.content_hash(second)  # the index's directory exists by now
+    monkeypatch.setattr(local_gguf, "sha256_file", lambda path: pytest.fail(f"{path} hashed again"))
+    assert local_gguf.content_hash(first) == hashlib.sha256(b"one").hexdigest()
+    assert local_gguf.content_hash(second) == hashlib.sha256(b"two").hexdigest()
+
+
+def test_cached_entries_skip_what_is_not_a_finished_conversion(cache, conversions, tmp_path):
+    """Only complete conversions are listed, whatever sorts before them: a directory without a marker, one whose
+    conversion stopped before its weights, a stray file."""
+    gguf = _gguf(tmp_path / "listed.gguf")
+    target = local_gguf.ensure(gguf)
+    sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
+    models = cache / "models"
+    (models / "gguf-0000000000000000").mkdir()
+    unfinished = models / "gguf-0000000000000001"
+    unfinished.mkdir()
+    (unfinished / conversion.MARKER_NAME).write_text(json.dumps({"gguf_sha256": "01" * 32}), encoding="utf-8")
+    (models / "gguf-0000000000000002").write_text("a file", encoding="utf-8")
+    assert local_gguf.cached_entries() == [
+        {"name": "listed.gguf", "source": str(gguf.resolve()), "path": str(target), "gguf_sha256": sha}]
+
+
+def test_a_gguf_loaded_in_bfloat16_reads_its_bfloat16_copy_and_tells_each_step(cache, conversions, tmp_path):
+    import torch
+
+    gguf = _gguf(tmp_path / "tiny.gguf")
+    target = local_gguf.converted_dir(hashlib.sha256(gguf.read_bytes()).hexdigest())
+    messages: list[str] = []
+    loaded = load_model(str(gguf), device="cpu", dtype="bfloat16", progress=messages.append)
+    assert loaded.source == str(target / "bfloat16") and loaded.dtype == torch.bfloat16
+    assert messages[:2] == ["Hashing tiny.gguf (0 MB)...", f"Setting up tiny.gguf in {target} (once)."]
+    assert f"Saving a bfloat16 copy of {target.name} (once)..." in messages
+    assert messages[-1] == f"Loading {gguf} (bfloat16, cpu)..."
+    assert 0 <= loaded.load_seconds < 600
+
+
+def test_a_gguf_whose_copy_cannot_be_saved_is_converted_at_load(cache, conversions, tmp_path):
+    import torch
+
+    gguf = _gguf(tmp_path / "tiny.gguf")
+    target = local_gguf.ensure(gguf)
+    (target / ".bfloat16.lock").mkdir()  # the copy's lock cannot be created: the directory cannot be written
+    messages: list[str] = []
+    loaded = load_model(str(gguf), device="cpu", dtype="bfloat16", progress=messages.append)
+    assert loaded.source == str(target) and loaded.dtype == torch.bfloat16
+    refused = [m for m in messages if m.startswith("Could not save a bfloat16 copy (")]
+    assert len(refused) == 1 and refused[0].endswith("); converting at load instead.")
+    assert f"could not write the cache in {target}: " in refused[0]
+
+
+def test_a_gguf_transformers_cannot_read_is_named_with_the_reason(cache, tmp_path, monkeypatch):
+    def unreadable(gguf, out_dir, say):
+        raise ValueError("GGUF model with architecture mamba9 is not supported yet.")
+
+    monkeypatch.setattr(conversion, "convert_gguf", unreadable)
+    gguf = _gguf(tmp_path / "odd.gguf")
+    with pytest.raises(UserError) as info:
+        load_model(str(gguf), device="cpu")
+    assert str(info.value) == (f"could not load model '{gguf}': GGUF model with architecture mamba9 is not supported "
+                               "yet; pass a local directory, a .gguf file, or a Hugging Face id (needs network on "
+                               "first use)")

