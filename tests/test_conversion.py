@@ -501,7 +501,7 @@ def _while_locked(lock_path: Path, call, messages: list[str], finish) -> dict:
     def run() -> None:
         try:
             outcome["result"] = call()
-        except BaseException as exc:  # noqa: BLE001 - reported to the test
+        except BaseException as exc:  # reported to the test
             outcome["error"] = exc
 
     worker = threading.Thread(target=run, daemon=True)
