@@ -534,8 +534,9 @@ def test_the_work_and_staging_directories_lie_next_to_the_target_where_a_later_r
     assert work.parent == target.parent and work.name.startswith(".tiny.download-")
     assert staging.parent == target.parent and staging.name.startswith(".tiny.partial-")
     assert not work.exists() and not staging.exists()
-    marker = conversion.read_marker(target)
-    assert marker["conversion_s"] == 12.3
+    text = (target / conversion.MARKER_NAME).read_text(encoding="utf-8")
+    assert json.loads(text)["conversion_s"] == 12.3
+    assert text.startswith('{\n  "source": "tests",\n  "') and text.endswith("\n}\n")  # readable: one key a line
     assert re.fullmatch(rf"Tiny Llama ready at {re.escape(str(target))} \(\d+ MB, took 12 s\)\.", messages[-1])
 
 
