@@ -540,6 +540,28 @@ def test_the_work_and_staging_directories_lie_next_to_the_target_where_a_later_r
     assert re.fullmatch(rf"Tiny Llama ready at {re.escape(str(target))} \(\d+ MB, took 12 s\)\.", messages[-1])
 
 
+def test_the_ready_message_counts_megabytes_of_a_million_bytes(chat_gguf, converted, tmp_path, monkeypatch):
+    """A directory of exactly 1,500,000 bytes is 1.5 MB, said rounded: 2 MB."""
+    _fake_clock(monkeypatch)
+    padding = [0]
+
+    def convert(gguf: Path, out_dir: Path, say) -> dict:
+        shutil.copytree(converted.dir, out_dir, dirs_exist_ok=True)
+        (out_dir / "padding.bin").write_bytes(b"\0" * padding[0])
+        return dict(converted.versions)
+
+    def size(directory: Path) -> int:
+        return sum(file.stat().st_size for file in directory.rglob("*") if file.is_file())
+
+    monkeypatch.setattr(conversion, "convert_gguf", convert)
+    first = _build(chat_gguf, tmp_path / "first", [], [])  # the same files and marker length, without padding
+    padding[0] = 1_500_000 - size(first)
+    messages: list[str] = []
+    second = _build(chat_gguf, tmp_path / "second", messages, [])
+    assert size(second) == 1_500_000
+    assert messages[-1] == f"Tiny Llama ready at {second} (2 MB, took 0 s)."
+
+
 def test_a_name_too_long_for_the_work_directory_is_not_writable_with_the_default_space(chat_gguf, tmp_path):
     """The lock's name fits, the work directory's (``.<name>.download-`` and 8 random characters) does not."""
     target = tmp_path / "models" / ("t" * 240)
