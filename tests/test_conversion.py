@@ -426,7 +426,7 @@ def test_a_full_disk_while_saving_the_weights_is_not_writable_and_leaves_nothing
     target = tmp_path / "models" / "tiny"
     with pytest.raises(CacheNotWritable) as refused:
         _build(chat_gguf, target, [], [])
-    assert refused.value.path == target.parent
+    assert (refused.value.path, refused.value.needed) == (target.parent, "about 2 MB")
     assert refused.value.reason == "Error while serializing: IoError(No space left on device (os error 28))"
     assert [path.name for path in target.parent.iterdir()] == [".tiny.lock"]
 
@@ -453,6 +453,309 @@ def test_the_bfloat16_copy_of_a_conversion_is_made_once_from_its_weights(chat_gg
     assert conversion.dtype_copy(source, "bfloat16", messages.append) == copy
     assert messages == [] and (copy / conversion.MARKER_NAME).stat().st_mtime_ns == stamp
     assert conversion.dtype_copy(source, "float32") == source
+
+
+# --------------------------------------------------------------------------- build_once and dtype_copy: where the work
+# happens, what a failure names, waiting for another process
+
+
+def _make_complete(converted: SimpleNamespace, target: Path, sha256: str, **marker) -> Path:
+    """``target`` as a finished conversion: the session's converted files and a marker written here."""
+    shutil.copytree(converted.dir, target, dirs_exist_ok=True)
+    (target / conversion.MARKER_NAME).write_text(json.dumps({"gguf_sha256": sha256, **marker}), encoding="utf-8")
+    return target
+
+
+def _converting_by_copy(converted: SimpleNamespace, seen: list[Path], clock: list[float] | None = None):
+    """A stand-in for ``convert_gguf`` that records the directory it is given, fills it with the session's
+    conversion and advances ``clock`` by 12.345 s (a conversion that took that long)."""
+    def convert(gguf: Path, out_dir: Path, say) -> dict:
+        seen.append(out_dir)
+        assert Path(gguf).is_file() and out_dir.is_dir()
+        shutil.copytree(converted.dir, out_dir, dirs_exist_ok=True)
+        if clock is not None:
+            clock[0] += 12.345
+        return dict(converted.versions)
+
+    return convert
+
+
+def _fake_clock(monkeypatch) -> list[float]:
+    """conversion's monotonic clock, standing still until a test advances it."""
+    clock = [1000.0]
+    monkeypatch.setattr(conversion, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+    return clock
+
+
+def _while_locked(lock_path: Path, call, messages: list[str], finish) -> dict:
+    """Hold ``lock_path`` as another process would, run ``call`` in a thread until it says it waits, then
+    ``finish()`` (the other process's work) and release; what ``call`` returned or raised."""
+    import threading
+
+    from filelock import FileLock
+
+    holder = FileLock(str(lock_path))
+    holder.acquire()
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as exc:  # reported to the test
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not messages and worker.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        outcome["said_while_locked"] = list(messages)
+        finish()
+    finally:
+        holder.release()
+    worker.join(10)
+    assert not worker.is_alive()
+    return outcome
+
+
+def test_the_work_and_staging_directories_lie_next_to_the_target_where_a_later_run_finds_them(
+        chat_gguf, converted, tmp_path, monkeypatch):
+    """A conversion killed midway leaves ``.<name>.download-*`` and ``.<name>.partial-*`` in the target's parent:
+    the names the next run removes. The marker says how long it took, to a tenth of a second."""
+    clock = _fake_clock(monkeypatch)
+    seen: list[Path] = []
+    monkeypatch.setattr(conversion, "convert_gguf", _converting_by_copy(converted, seen, clock))
+    target = tmp_path / "models" / "tiny"
+    messages: list[str] = []
+    calls: list[Path] = []
+    _build(chat_gguf, target, messages, calls)
+    (work,), (staging,) = calls, seen
+    assert work.parent == target.parent and work.name.startswith(".tiny.download-")
+    assert staging.parent == target.parent and staging.name.startswith(".tiny.partial-")
+    assert not work.exists() and not staging.exists()
+    text = (target / conversion.MARKER_NAME).read_text(encoding="utf-8")
+    assert json.loads(text)["conversion_s"] == 12.3
+    assert text.startswith('{\n  "source": "tests",\n  "') and text.endswith("\n}\n")  # readable: one key a line
+    assert re.fullmatch(rf"Tiny Llama ready at {re.escape(str(target))} \(\d+ MB, took 12 s\)\.", messages[-1])
+
+
+def test_the_ready_message_counts_megabytes_of_a_million_bytes(chat_gguf, converted, tmp_path, monkeypatch):
+    """A directory of exactly 1,500,000 bytes is 1.5 MB, said rounded: 2 MB."""
+    _fake_clock(monkeypatch)
+    padding = [0]
+
+    def convert(gguf: Path, out_dir: Path, say) -> dict:
+        shutil.copytree(converted.dir, out_dir, dirs_exist_ok=True)
+        (out_dir / "padding.bin").write_bytes(b"\0" * padding[0])
+        return dict(converted.versions)
+
+    def size(directory: Path) -> int:
+        return sum(file.stat().st_size for file in directory.rglob("*") if file.is_file())
+
+    monkeypatch.setattr(conversion, "convert_gguf", convert)
+    first = _build(chat_gguf, tmp_path / "first", [], [])  # the same files and marker length, without padding
+    padding[0] = 1_500_000 - size(first)
+    messages: list[str] = []
+    second = _build(chat_gguf, tmp_path / "second", messages, [])
+    assert size(second) == 1_500_000
+    assert messages[-1] == f"Tiny Llama ready at {second} (2 MB, took 0 s)."
+
+
+def test_a_name_too_long_for_the_work_directory_is_not_writable_with_the_default_space(chat_gguf, tmp_path):
+    """The lock's name fits, the work directory's (``.<name>.download-`` and 8 random characters) does not."""
+    target = tmp_path / "models" / ("t" * 240)
+    calls: list[Path] = []
+    with pytest.raises(CacheNotWritable) as refused:
+        conversion.build_once(target, chat_gguf.sha256, _obtain_copy(chat_gguf, calls), title="Tiny Llama", info={})
+    assert str(refused.value) == (
+        f"could not write the model cache in {target.parent}: File name too long; "
+        "free some disk space (about 1 GB needed) or set SNAPKV_CACHE_DIR to another directory")
+    assert calls == [] and [path.name for path in target.parent.iterdir()] == [f".{target.name}.lock"]
+
+
+def test_a_marker_that_cannot_be_written_is_not_writable_and_leaves_nothing(chat_gguf, converted, tmp_path,
+                                                                           monkeypatch):
+    def convert_then_block_the_marker(gguf: Path, out_dir: Path, say) -> dict:
+        (out_dir / conversion.MARKER_NAME).mkdir()  # a directory where the marker must go
+        return dict(converted.versions)
+
+    monkeypatch.setattr(conversion, "convert_gguf", convert_then_block_the_marker)
+    target = tmp_path / "models" / "tiny"
+    with pytest.raises(CacheNotWritable) as refused:
+        _build(chat_gguf, target, [], [])
+    assert str(refused.value) == (
+        f"could not write the model cache in {target.parent}: Is a directory; "
+        "free some disk space (about 2 MB needed) or set SNAPKV_CACHE_DIR to another directory")
+    assert [path.name for path in target.parent.iterdir()] == [".tiny.lock"]
+
+
+def test_a_lock_that_cannot_be_created_names_the_space_needed(chat_gguf, tmp_path):
+    target = tmp_path / "models" / "tiny"
+    (target.parent / ".tiny.lock").mkdir(parents=True)  # a directory where the lock file must go
+    with pytest.raises(CacheNotWritable) as refused:
+        _build(chat_gguf, target, [], [])
+    assert (refused.value.path, refused.value.reason, refused.value.needed) == (
+        target.parent, "Is a directory", "about 2 MB")
+
+
+def test_a_file_at_the_targets_place_is_replaced_by_the_conversion(chat_gguf, converted, tmp_path, monkeypatch):
+    monkeypatch.setattr(conversion, "convert_gguf", _converting_by_copy(converted, []))
+    target = tmp_path / "tiny"
+    target.write_text("left by something else")
+    assert _build(chat_gguf, target, [], []) == target
+    assert target.is_dir() and conversion.is_complete(target, chat_gguf.sha256)
+
+
+def test_an_obtain_that_tidies_its_work_directory_away_is_fine(chat_gguf, converted, tmp_path, monkeypatch):
+    """``obtain`` may return a GGUF lying anywhere; its work directory gone by the end is no error."""
+    monkeypatch.setattr(conversion, "convert_gguf", _converting_by_copy(converted, []))
+
+    def obtain(work: Path, say) -> Path:
+        work.rmdir()
+        return chat_gguf.path
+
+    target = tmp_path / "tiny"
+    assert conversion.build_once(target, chat_gguf.sha256, obtain, title="Tiny Llama", info={}) == target
+    assert conversion.is_complete(target, chat_gguf.sha256)
+
+
+def test_a_second_caller_says_it_waits_and_takes_what_the_first_one_built(chat_gguf, converted, tmp_path):
+    target = tmp_path / "models" / "tiny"
+    target.parent.mkdir()
+    messages: list[str] = []
+    calls: list[Path] = []
+    outcome = _while_locked(target.parent / ".tiny.lock", lambda: _build(chat_gguf, target, messages, calls),
+                            messages, lambda: _make_complete(converted, target, chat_gguf.sha256))
+    assert outcome["said_while_locked"] == ["Another snapkv process is setting up Tiny Llama; waiting for it..."]
+    assert outcome.get("result") == target and calls == [] and len(messages) == 1
+
+
+def test_a_complete_target_is_returned_without_waiting_for_the_lock(chat_gguf, converted, tmp_path):
+    target = _make_complete(converted, tmp_path / "tiny", chat_gguf.sha256)
+    messages: list[str] = []
+    outcome = _while_locked(tmp_path / ".tiny.lock", lambda: _build(chat_gguf, target, messages, []), messages,
+                            lambda: None)
+    assert outcome["said_while_locked"] == [] and outcome.get("result") == target
+
+
+@pytest.mark.parametrize("marker", [{}, {"dtype": "float32"}, {"dtype": "bfloat16"}, None])
+def test_a_source_in_the_dtype_asked_or_without_a_marker_is_its_own_copy(marker, tmp_path):
+    """A marker without a dtype is float32 (older conversions); a source without a marker is returned as is."""
+    source = tmp_path / "tiny"
+    source.mkdir()
+    if marker is not None:
+        (source / conversion.MARKER_NAME).write_text(json.dumps({"gguf_sha256": "abc", **marker}))
+    dtype = (marker or {}).get("dtype", "float32") if marker is not None else "bfloat16"
+    assert conversion.dtype_copy(source, dtype) == source
+    assert [path.name for path in source.iterdir()] == ([conversion.MARKER_NAME] if marker is not None else [])
+
+
+def test_the_bfloat16_copy_is_staged_in_the_source_replaces_an_older_one_and_marks_its_origin(
+        chat_gguf, converted, tmp_path, monkeypatch):
+    source = _make_complete(converted, tmp_path / "tiny", chat_gguf.sha256, dtype="float32", source="tests")
+    old = _make_complete(converted, source / "bfloat16", "another-gguf", dtype="bfloat16")
+    (old / "old.txt").write_text("from another conversion")
+    for stale in (".bfloat16.partial-old", ".bfloat16.download-old"):  # left by killed copies
+        (source / stale).mkdir()
+    clock = _fake_clock(monkeypatch)
+    seen: list[Path] = []
+    real_save = conversion.save_in_dtype
+
+    def save(src: Path, out_dir: Path, dtype: str) -> dict:
+        seen.append(out_dir)
+        versions = real_save(src, out_dir, dtype)
+        clock[0] += 3.456
+        return versions
+
+    monkeypatch.setattr(conversion, "save_in_dtype", save)
+    messages: list[str] = []
+    started = int(time.time())
+    assert conversion.dtype_copy(source, "bfloat16", messages.append) == old
+    assert messages == ["Saving a bfloat16 copy of tiny (once)..."]
+    (staging,) = seen
+    assert staging.parent == source and staging.name.startswith(".bfloat16.partial-")
+    assert sorted(path.name for path in source.iterdir() if path.name.startswith(".")) == [".bfloat16.lock"]
+    assert not (old / "old.txt").exists() and _safetensors_dtypes(old) == {"BF16"}
+    text = (old / conversion.MARKER_NAME).read_text(encoding="utf-8")
+    marker = json.loads(text)
+    assert {key: marker[key] for key in ("gguf_sha256", "dtype", "source", "converted_from", "conversion_s",
+                                         "transformers_version", "torch_version")} == {
+        "gguf_sha256": chat_gguf.sha256, "dtype": "bfloat16", "source": "tests", "converted_from": "float32",
+        "conversion_s": 3.5, "transformers_version": transformers.__version__, "torch_version": torch.__version__}
+    assert started <= marker["created_unix"] <= time.time()
+    assert text.startswith('{\n  "gguf_sha256": ') and text.endswith("\n}\n")  # readable: one key a line
+
+
+def _bfloat16_source(converted, tmp_path: Path, sha256: str) -> Path:
+    return _make_complete(converted, tmp_path / "tiny", sha256, dtype="float32")
+
+
+def _bfloat16_refusal(source: Path, reason: str) -> str:
+    return (f"could not write the model cache in {source}: {reason}; "
+            "free some disk space (about 300 MB needed) or set SNAPKV_CACHE_DIR to another directory")
+
+
+def test_a_full_disk_while_saving_the_bfloat16_copy_is_not_writable_and_leaves_nothing(chat_gguf, converted,
+                                                                                       tmp_path, monkeypatch):
+    source = _bfloat16_source(converted, tmp_path, chat_gguf.sha256)
+
+    def save(src: Path, out_dir: Path, dtype: str) -> dict:
+        (out_dir / "model.safetensors").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(conversion, "save_in_dtype", save)
+    with pytest.raises(CacheNotWritable) as refused:
+        conversion.dtype_copy(source, "bfloat16")
+    assert (refused.value.path, str(refused.value)) == (source, _bfloat16_refusal(source, "No space left on device"))
+    assert sorted(path.name for path in source.iterdir() if not path.is_file()) == []
+
+
+def test_a_bfloat16_marker_that_cannot_be_written_is_not_writable_and_leaves_nothing(chat_gguf, converted,
+                                                                                     tmp_path, monkeypatch):
+    source = _bfloat16_source(converted, tmp_path, chat_gguf.sha256)
+
+    def save(src: Path, out_dir: Path, dtype: str) -> dict:
+        (out_dir / conversion.MARKER_NAME).mkdir()  # a directory where the marker must go
+        return {"dtype": dtype}
+
+    monkeypatch.setattr(conversion, "save_in_dtype", save)
+    with pytest.raises(CacheNotWritable) as refused:
+        conversion.dtype_copy(source, "bfloat16")
+    assert (refused.value.path, str(refused.value)) == (source, _bfloat16_refusal(source, "Is a directory"))
+    assert sorted(path.name for path in source.iterdir() if not path.is_file()) == []
+
+
+def test_the_bfloat16_writers_full_disk_error_is_the_reason(chat_gguf, converted, tmp_path, monkeypatch):
+    """safetensors reports a failed write as its own error, with no errno: its message is the reason."""
+    def disk_full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(No space left on device (os error 28))")
+
+    source = _bfloat16_source(converted, tmp_path, chat_gguf.sha256)
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", disk_full)
+    with pytest.raises(CacheNotWritable) as refused:
+        conversion.dtype_copy(source, "bfloat16")
+    assert refused.value.reason == "Error while serializing: IoError(No space left on device (os error 28))"
+
+
+def test_a_bfloat16_lock_that_cannot_be_created_names_the_space_needed(chat_gguf, converted, tmp_path):
+    source = _bfloat16_source(converted, tmp_path, chat_gguf.sha256)
+    (source / ".bfloat16.lock").mkdir()
+    with pytest.raises(CacheNotWritable) as refused:
+        conversion.dtype_copy(source, "bfloat16")
+    assert (refused.value.path, refused.value.reason, refused.value.needed) == (
+        source, "Is a directory", "about 300 MB")
+
+
+def test_a_second_bfloat16_caller_says_it_waits_and_takes_the_first_ones_copy(chat_gguf, converted, tmp_path):
+    source = _bfloat16_source(converted, tmp_path, chat_gguf.sha256)
+    messages: list[str] = []
+    outcome = _while_locked(
+        source / ".bfloat16.lock", lambda: conversion.dtype_copy(source, "bfloat16", messages.append), messages,
+        lambda: _make_complete(converted, source / "bfloat16", chat_gguf.sha256, dtype="bfloat16"))
+    assert outcome["said_while_locked"] == [
+        "Another snapkv process is making the bfloat16 copy of tiny; waiting for it..."]
+    assert outcome.get("result") == source / "bfloat16" and len(messages) == 1
 
 
 # --------------------------------------------------------------------------- strip_gguf_quantizer
