@@ -597,6 +597,8 @@ def test_a_lock_that_cannot_be_created_names_the_space_needed(chat_gguf, tmp_pat
         _build(chat_gguf, target, [], [])
     assert (refused.value.path, refused.value.reason, refused.value.needed) == (
         target.parent, "Is a directory", "about 2 MB")
+    assert str(refused.value) == (f"could not write the model cache in {target.parent}: Is a directory; free some "
+                                  "disk space (about 2 MB needed) or set SNAPKV_CACHE_DIR to another directory")
 
 
 def test_a_file_at_the_targets_place_is_replaced_by_the_conversion(chat_gguf, converted, tmp_path, monkeypatch):
@@ -745,6 +747,7 @@ def test_a_bfloat16_lock_that_cannot_be_created_names_the_space_needed(chat_gguf
         conversion.dtype_copy(source, "bfloat16")
     assert (refused.value.path, refused.value.reason, refused.value.needed) == (
         source, "Is a directory", "about 300 MB")
+    assert str(refused.value).startswith(f"could not write the model cache in {source}: Is a directory;")
 
 
 def test_a_second_bfloat16_caller_says_it_waits_and_takes_the_first_ones_copy(chat_gguf, converted, tmp_path):

@@ -71,7 +71,7 @@ def build_once(target: Path, gguf_sha256: str, obtain: ObtainGGUF, *, title: str
     except OSError as exc:
         raise _not_writable(parent, exc, needed) from None
     waiting = f"Another snapkv process is setting up {title}; waiting for it..."
-    with exclusive(parent / f".{target.name}.lock", waiting, say, needed):
+    with exclusive(parent / f".{target.name}.lock", waiting, say, needed, "model cache"):
         if is_complete(target, gguf_sha256):  # another process finished while we waited
             return target
         _remove_stale_work_dirs(parent, target.name)
@@ -97,7 +97,7 @@ def dtype_copy(source: Path, dtype: str, progress: Progress | None = None) -> Pa
     if done():
         return target
     waiting = f"Another snapkv process is making the {dtype} copy of {source.name}; waiting for it..."
-    with exclusive(source / f".{dtype}.lock", waiting, say, "about 300 MB"):
+    with exclusive(source / f".{dtype}.lock", waiting, say, "about 300 MB", "model cache"):
         if done():
             return target
         _remove_stale_work_dirs(source, dtype)
