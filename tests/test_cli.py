@@ -763,3 +763,48 @@ def test_prefill_chunk_and_device_map_keep_the_answer_and_the_selection(docs, ti
 def test_prefill_chunk_must_be_positive(docs, tiny_model_path):
     result = ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--prefill-chunk", "0")
     assert result.exit_code == 2 and result.stdout == ""
+
+
+def test_compression_option_help_says_values_and_defaults_in_words():
+    """Each compression option's help: its declared text, the values it takes (with their meaning where declared) and,
+    where the method decides, the default in words; one final full stop."""
+    from snapkv_cli.cli.options import setting_help
+
+    assert setting_help("pooling") == "How the votes are pooled: avgpool or maxpool."
+    assert setting_help("window_size") == "Observation window: the last prompt tokens that vote."
+    assert setting_help("pooling_window") == (
+        "Where the pooling kernel sits: centered (on each position, as SnapKV) or causal (the position and the ones "
+        "before it) (default: causal for the default method, centered otherwise).")
+    assert setting_help("layer_budgets") == (
+        "How the budget is shared over layers: uniform or pyramid (decreasing with depth, same mean) "
+        "(default: the method's own).")
+    assert setting_help("head_budgets").endswith(
+        " or shared (the same positions for every head) (default: uniform for the default method, the method's own "
+        "otherwise).")
+    method = setting_help("method")
+    assert method.startswith("The compression method: full (no compression, the full cache), snapkv (")
+    assert method.endswith(" or random (uniformly random positions, a control) (default: defensivekv with "
+                           "--head-budgets uniform and --pooling-window causal, chosen by measurement).")
+    assert all(not setting_help(name).endswith("..") for name in ("method", "pooling", "whole_words"))
+
+
+def test_compression_options_default_to_the_command_line_defaults_or_to_the_method():
+    """Options the method decides (the method itself, the default method's settings, settings whose default is the
+    method's own) are unset unless given; the others default to the command line's defaults, in the Compression
+    panel, with their declared help."""
+    from typing import Optional
+
+    from snapkv_cli.cli.options import COMPRESSION_PANEL, _setting_option, setting_help
+    from snapkv_cli.engine.settings import settings_declarations
+
+    options = {name: _setting_option(name, declared) for name, declared in settings_declarations().items()
+               if declared.flag is not None}
+    unset = {name for name, option in options.items() if option.default is None}
+    assert unset == {"method", "pooling_window", "layer_budgets", "head_budgets"}
+    assert {name: options[name].default for name in ("window_size", "kernel_size", "pooling", "whole_words")} == {
+        "window_size": 32, "kernel_size": 15, "pooling": "maxpool", "whole_words": False}
+    assert options["max_capacity_prompt"].default == "1024"  # parsed later: a count or a fraction
+    assert options["method"].annotation == Optional[str] and options["window_size"].annotation is int
+    assert options["max_capacity_prompt"].annotation is str and options["whole_words"].annotation is bool
+    assert all(option.option.rich_help_panel == COMPRESSION_PANEL for option in options.values())
+    assert all(option.option.help == setting_help(name) for name, option in options.items())

@@ -263,7 +263,7 @@ def test_questions_are_read_as_utf8_and_bad_bytes_do_not_stop_them(tmp_path):
 
     from snapkv_cli.cli.inputs import read_questions
 
-    raw = "  Qui a écrit ça ?  \n\n\t\nWho? ".encode("utf-8") + b"\xff\n"
+    raw = "  Qui a écrit ça ?  \n\n\t\nWho? ".encode() + b"\xff\n"
     expected = ["Qui a écrit ça ?", "Who? \ufffd"]  # the stray byte is replaced, blank lines skipped
     path = tmp_path / "questions.txt"
     path.write_bytes(raw)
