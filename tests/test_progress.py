@@ -196,3 +196,28 @@ def test_the_terminal_bar_shows_step_bar_percentage_and_count_as_given():
     view.stop()
     # a spinner, the step's name as given, a 24-cell bar half full, 50%, units done, time spent
     assert re.fullmatch(r"\S Reading \[b\]doc\[/b\] ━{12} {14}50% 4/8 \[i\]layers 0:00:0\d *\n", plain.file.getvalue())
+
+
+def test_a_status_spinner_shows_paths_and_models_as_given_not_as_markup():
+    from rich.text import Text
+
+    from snapkv_cli.cli.console import PlainConsole
+
+    def shown(status) -> str:
+        plain = Console(file=io.StringIO(), width=100, color_system=None)
+        plain.print(status.renderable)
+        return plain.file.getvalue()
+
+    console = PlainConsole(file=io.StringIO(), width=100, color_system=None)
+    status = console.status("Loading ./models/my[/]model", spinner="line")
+    assert status.console is console  # drawn where the console writes (stderr), not on stdout
+    assert shown(status) == "- Loading ./models/my[/]model\n"  # the "line" spinner's first frame, then the text
+    assert shown(console.status(Text("given as text"), spinner="line")) == "- given as text\n"
+    status.update("Reading [b]notes[/b].txt")
+    assert shown(status) == "- Reading [b]notes[/b].txt\n"
+    status.update(spinner_style="red")  # no new text: the last one stays
+    assert shown(status) == "- Reading [b]notes[/b].txt\n"
+    status.update(Text("already text", style="bold"))
+    assert shown(status) == "- already text\n"
+    status.update("Done", spinner="dots")
+    assert shown(status) == "⠋ Done\n"
