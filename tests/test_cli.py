@@ -808,3 +808,20 @@ def test_compression_options_default_to_the_command_line_defaults_or_to_the_meth
     assert options["max_capacity_prompt"].annotation is str and options["whole_words"].annotation is bool
     assert all(option.option.rich_help_panel == COMPRESSION_PANEL for option in options.values())
     assert all(option.option.help == setting_help(name) for name, option in options.items())
+
+
+@pytest.mark.parametrize("info, line", [
+    (dict(status="stored", path="/c/ab12.safetensors", bytes=3 * 2**20),
+     "document cache: stored (3.0 MB) in /c/ab12.safetensors"),
+    (dict(status="stored", path="/c/ab12.safetensors", bytes=None), "document cache: stored in /c/ab12.safetensors"),
+    (dict(status="rebuilt", reason="the entry was damaged", path="/c/x", bytes=1536),
+     "document cache: the entry was rebuilt (the entry was damaged) (1.5 KB)"),
+    (dict(status="rebuilt", reason="the entry was damaged", path="/c/x", bytes=0),
+     "document cache: the entry was rebuilt (the entry was damaged)"),
+    (dict(status="not_stored", reason="the cache is full", bytes=2048), "document cache: not stored: the cache is full"),
+])
+def test_the_document_cache_line_says_what_was_done_and_why(info, line):
+    from snapkv_cli.cli.report_view import doc_cache_line
+    from snapkv_cli.report import DocCacheInfo
+
+    assert doc_cache_line(DocCacheInfo(enabled=True, **info)) == line
