@@ -818,7 +818,8 @@ def test_compression_options_default_to_the_command_line_defaults_or_to_the_meth
      "document cache: the entry was rebuilt (the entry was damaged) (1.5 KB)"),
     (dict(status="rebuilt", reason="the entry was damaged", path="/c/x", bytes=0),
      "document cache: the entry was rebuilt (the entry was damaged)"),
-    (dict(status="not_stored", reason="the cache is full", bytes=2048), "document cache: not stored: the cache is full"),
+    (dict(status="not_stored", reason="the cache is full", bytes=2048),
+     "document cache: not stored: the cache is full"),
 ])
 def test_the_document_cache_line_says_what_was_done_and_why(info, line):
     from snapkv_cli.cli.report_view import doc_cache_line
