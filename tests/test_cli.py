@@ -833,7 +833,7 @@ def test_a_library_runner_reads_documents_with_its_pages_and_size_limit(tmp_path
     import io
 
     from snapkv_cli.errors import DocumentTooLarge
-    from snapkv_cli.runner import RunOptions, Runner
+    from snapkv_cli.runner import Runner, RunOptions
 
     path = tmp_path / "paged.txt"
     path.write_text("first page\fsecond page\fthird page\ffourth page", encoding="utf-8")
