@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
@@ -1230,3 +1231,87 @@ def test_a_ray_started_for_a_batch_is_shut_down_at_its_end(monkeypatch, joined_b
         run_batch([Job("a", "a.txt", ("Who?",))], RayExecutor(RunOptions(), workers=1), out)
     assert fake.shut_down is not joined_before and len(fake.calls) == (0 if joined_before else 1)
     assert out.stream.getvalue() == ""
+
+
+def _summary_rows(table, width: int = 200) -> list[str]:
+    """The summary table as a pipe or file shows it: its lines, right-trimmed."""
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(table)
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]
+
+
+def _cells(row: str) -> list[str]:
+    """A table row's cells, stripped."""
+    return [cell.strip() for cell in row.strip("│").split("│")]
+
+
+def _summary_styles(table) -> dict[str, str]:
+    """Each cell's text (stripped) -> the style a colour terminal prints it in."""
+    console = Console(width=200, file=io.StringIO(), force_terminal=True, color_system="truecolor")
+    return {segment.text.strip(): str(segment.style) for segment in console.render(table)
+            if segment.text.strip() and set(segment.text.strip()) - set("│┌┐└┘─┬┴")}
+
+
+def test_the_batch_summary_table_as_printed():
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import summary_table
+
+    # 5 questions to do, 2 answered and 1 failed: 2 not reached; 2 answers took 2.125 s of the 4 s; 340 tokens
+    summary = BatchSummary(documents=3, questions=5, skipped_documents=1, skipped_questions=2, workers=2,
+                           documents_done=1, answered=2, failed=1, worker_failures=1, tokens=340,
+                           answer_seconds=2.125, kv_bytes_before=9000, kv_bytes_after=2500, started=100.0,
+                           finished=104.0)
+    rows = _summary_rows(summary_table(summary, "out [x].jsonl"))
+    width = len(rows[1])
+    assert rows[0] == "snapkv batch" and rows[1].startswith("┌") and rows[-1].startswith("└")  # title on the left
+    assert [_cells(row) for row in rows[2:-1]] == [
+        ["documents", "1 of 3 done (1 skipped: already answered)"],
+        ["questions", "2 answered, 1 failed, 2 not reached (2 skipped)"],
+        ["workers", "2, 1 died"],
+        ["time", "4.0s in all, 2.00s per answered question; a worker spent 1.06s prefilling and decoding each"],
+        ["tokens", "340 prefilled or generated (85 tok/s)"],
+        ["KV cache", "8.8 KB → 2.4 KB (6.3 KB saved)"],  # 9000, 2500 and 6500 bytes in KiB
+        ["output", "out [x].jsonl"]]
+    assert all(len(row) == width for row in rows[1:])  # no header row, every row one line
+    styles = _summary_styles(summary_table(summary, "out.jsonl"))
+    assert styles["documents"] == styles["time"] == styles["output"] == "bold cyan"
+    assert styles["questions"] == "bold red" and styles["2 answered, 1 failed, 2 not reached (2 skipped)"] == "red"
+    assert styles["workers"] == "bold yellow" and styles["2, 1 died"] == "yellow"  # a worker died
+    assert styles["1 of 3 done (1 skipped: already answered)"] == "None"
+    narrow = _summary_rows(summary_table(summary, None), width=28)
+    labels = [row.split("│")[1].strip() for row in narrow[2:-1]]
+    assert [label for label in labels if label] == ["documents", "questions", "workers", "time", "tokens",
+                                                    "KV cache"]  # labels never wrap; no output row without one
+
+
+@pytest.mark.parametrize("workers, worker_failures, shown", [(1, 0, None), (2, 0, "2, 0 died"),
+                                                              (1, 1, "1, 1 died")])
+def test_the_batch_summary_names_workers_when_several_or_one_died(workers, worker_failures, shown):
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import summary_table
+
+    summary = BatchSummary(documents=1, questions=2, workers=workers, worker_failures=worker_failures,
+                           documents_done=1, failed=2, tokens=0, started=10.0, finished=10.5)
+    table = summary_table(summary, None)
+    rows = [_cells(row) for row in _summary_rows(table)[2:-1]]
+    assert rows[0] == ["documents", "1 of 1 done"]
+    assert rows[1] == ["questions", "0 answered, 2 failed"]  # every question reached, none skipped
+    assert ["workers", shown] in rows if shown else all(row[0] != "workers" for row in rows)
+    # nothing answered: no time per answer, no KV cache row
+    assert rows[-2:] == [["time", "0.5s in all"], ["tokens", "0 prefilled or generated (0 tok/s)"]]
+    if shown:
+        assert _summary_styles(table)[shown] == ("yellow" if worker_failures else "None")
+
+
+def test_the_batch_summary_marks_questions_red_only_when_some_failed():
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import summary_table
+
+    summary = BatchSummary(documents=1, questions=1, documents_done=1, answered=1, tokens=10, answer_seconds=0.5,
+                           kv_bytes_before=2048, kv_bytes_after=1024, started=0.0, finished=2.0)
+    table = summary_table(summary, None)
+    assert _summary_styles(table)["questions"] == "bold cyan"
+    assert _summary_styles(table)["1 answered, 0 failed"] == "None"
+    assert _cells(_summary_rows(table)[-2]) == ["KV cache", "2.0 KB → 1.0 KB (1.0 KB saved)"]
+    assert _cells(_summary_rows(table)[-4])[1] == (
+        "2.0s in all, 2.00s per answered question; a worker spent 0.50s prefilling and decoding each")

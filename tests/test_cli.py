@@ -763,3 +763,87 @@ def test_prefill_chunk_and_device_map_keep_the_answer_and_the_selection(docs, ti
 def test_prefill_chunk_must_be_positive(docs, tiny_model_path):
     result = ask(docs["notes.txt"], QUESTION, "--model", tiny_model_path, "--prefill-chunk", "0")
     assert result.exit_code == 2 and result.stdout == ""
+
+
+def test_compression_option_help_says_values_and_defaults_in_words():
+    """Each compression option's help: its declared text, the values it takes (with their meaning where declared) and,
+    where the method decides, the default in words; one final full stop."""
+    from snapkv_cli.cli.options import setting_help
+
+    assert setting_help("pooling") == "How the votes are pooled: avgpool or maxpool."
+    assert setting_help("window_size") == "Observation window: the last prompt tokens that vote."
+    assert setting_help("pooling_window") == (
+        "Where the pooling kernel sits: centered (on each position, as SnapKV) or causal (the position and the ones "
+        "before it) (default: causal for the default method, centered otherwise).")
+    assert setting_help("layer_budgets") == (
+        "How the budget is shared over layers: uniform or pyramid (decreasing with depth, same mean) "
+        "(default: the method's own).")
+    assert setting_help("head_budgets").endswith(
+        " or shared (the same positions for every head) (default: uniform for the default method, the method's own "
+        "otherwise).")
+    method = setting_help("method")
+    assert method.startswith("The compression method: full (no compression, the full cache), snapkv (")
+    assert method.endswith(" or random (uniformly random positions, a control) (default: defensivekv with "
+                           "--head-budgets uniform and --pooling-window causal, chosen by measurement).")
+    assert all(not setting_help(name).endswith("..") for name in ("method", "pooling", "whole_words"))
+
+
+def test_compression_options_default_to_the_command_line_defaults_or_to_the_method():
+    """Options the method decides (the method itself, the default method's settings, settings whose default is the
+    method's own) are unset unless given; the others default to the command line's defaults, in the Compression
+    panel, with their declared help."""
+    from typing import Optional
+
+    from snapkv_cli.cli.options import COMPRESSION_PANEL, _setting_option, setting_help
+    from snapkv_cli.engine.settings import settings_declarations
+
+    options = {name: _setting_option(name, declared) for name, declared in settings_declarations().items()
+               if declared.flag is not None}
+    unset = {name for name, option in options.items() if option.default is None}
+    assert unset == {"method", "pooling_window", "layer_budgets", "head_budgets"}
+    assert {name: options[name].default for name in ("window_size", "kernel_size", "pooling", "whole_words")} == {
+        "window_size": 32, "kernel_size": 15, "pooling": "maxpool", "whole_words": False}
+    assert options["max_capacity_prompt"].default == "1024"  # parsed later: a count or a fraction
+    assert options["method"].annotation == Optional[str] and options["window_size"].annotation is int
+    assert options["max_capacity_prompt"].annotation is str and options["whole_words"].annotation is bool
+    assert all(option.option.rich_help_panel == COMPRESSION_PANEL for option in options.values())
+    assert all(option.option.help == setting_help(name) for name, option in options.items())
+
+
+@pytest.mark.parametrize("info, line", [
+    (dict(status="stored", path="/c/ab12.safetensors", bytes=3 * 2**20),
+     "document cache: stored (3.0 MB) in /c/ab12.safetensors"),
+    (dict(status="stored", path="/c/ab12.safetensors", bytes=None), "document cache: stored in /c/ab12.safetensors"),
+    (dict(status="rebuilt", reason="the entry was damaged", path="/c/x", bytes=1536),
+     "document cache: the entry was rebuilt (the entry was damaged) (1.5 KB)"),
+    (dict(status="rebuilt", reason="the entry was damaged", path="/c/x", bytes=0),
+     "document cache: the entry was rebuilt (the entry was damaged)"),
+    (dict(status="not_stored", reason="the cache is full", bytes=2048),
+     "document cache: not stored: the cache is full"),
+])
+def test_the_document_cache_line_says_what_was_done_and_why(info, line):
+    from snapkv_cli.cli.report_view import doc_cache_line
+    from snapkv_cli.report import DocCacheInfo
+
+    assert doc_cache_line(DocCacheInfo(enabled=True, **info)) == line
+
+
+def test_a_library_runner_reads_documents_with_its_pages_and_size_limit(tmp_path):
+    """``Runner.read`` (the library's way in, as the guide shows it): the options' page selection and size limit."""
+    import io
+
+    from snapkv_cli.errors import DocumentTooLarge
+    from snapkv_cli.runner import Runner, RunOptions
+
+    path = tmp_path / "paged.txt"
+    path.write_text("first page\fsecond page\fthird page\ffourth page", encoding="utf-8")
+    text = Runner(RunOptions(pages="2-3")).read(str(path)).text
+    assert "second page" in text and "third page" in text and "first" not in text and "fourth" not in text
+    piped = Runner(RunOptions(pages="2")).read("-", stdin=io.BytesIO(b"one\ftwo\fthree")).text
+    assert "two" in piped and "one" not in piped and "three" not in piped
+    assert "fourth page" in Runner(RunOptions()).read(str(path)).text  # no selection: every page
+    big = tmp_path / "big.txt"
+    big.write_text("word " * 400, encoding="utf-8")  # 2000 bytes, over 0.001 MB (1048 bytes)
+    with pytest.raises(DocumentTooLarge) as info:
+        Runner(RunOptions(max_document_mb=0.001)).read(str(big))
+    assert (info.value.size_bytes, info.value.limit_bytes) == (2000, 1048)

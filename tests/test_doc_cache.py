@@ -437,6 +437,76 @@ def test_cache_list_and_clear(notes, tiny_model_path, doc_cache_dir, tmp_path):
     assert bad.exit_code == 1 and "--older-than must be a duration" in bad.stderr
 
 
+class _ListedEntry:
+    """A cache file as ``cache list`` sees it: only what ``describe`` says of it."""
+
+    def __init__(self, **described):
+        self.described = described
+
+    def describe(self) -> dict:
+        return dict(self.described)
+
+
+class _ListedCache:
+    """A cache directory holding hand-made entries, least recently used first (as ``DocCache.entries`` gives)."""
+
+    def __init__(self, *entries: _ListedEntry, directory: str = "/caches/docs", max_bytes: int = 3 * 1024 ** 3):
+        self.listed, self.directory, self.max_bytes = list(entries), Path(directory), max_bytes
+
+    def entries(self) -> list[_ListedEntry]:
+        return list(self.listed)
+
+
+def listed(last_used: float, size: int, tokens=None, model=None, dtype=None, template=None, document=None):
+    """An entry as describe gives it: None where its metadata says nothing."""
+    return _ListedEntry(last_used=last_used, bytes=size, prefix_tokens=tokens, model=model, dtype=dtype,
+                        template=template, document=document)
+
+
+def test_cache_list_as_printed_aligns_columns_most_recent_first(capsys):
+    from snapkv_cli.cli.cache import render_cache_list
+
+    now = 1_000_000.0
+    cache = _ListedCache(
+        listed(now - 3 * 86400 - 5, 2048),  # junk metadata: nothing known but its size and age
+        listed(now - 7200, 1536, 1234, "tiny/model-x", "bfloat16", "chat", "/d/b.txt"),
+        listed(now - 30.9, 100, 0, "m", "float16", "plain", "/d/c [1].txt"))
+    render_cache_list(cache, as_json=False, now=now)
+    out = capsys.readouterr()
+    assert out.err == ""
+    assert out.out.splitlines() == [
+        "LAST USED  SIZE    TOKENS  MODEL         DTYPE     TEMPLATE  DOCUMENT",
+        "30s ago    100 B   0       m             float16   plain     /d/c [1].txt",
+        "2h ago     1.5 KB  1234    tiny/model-x  bfloat16  chat      /d/b.txt",
+        "3d ago     2.0 KB  ?       (unreadable)  ?         ?         ?",
+        "3 cached document(s), 3.6 KB of 3.0 GB in /caches/docs"]  # 3684 bytes
+
+
+@pytest.mark.parametrize("age, shown", [
+    (0, "0s ago"), (-5, "0s ago"), (59.99, "59s ago"), (60, "1m ago"), (3599, "59m ago"), (3600, "1h ago"),
+    (86399, "23h ago"), (86400, "1d ago"), (10 * 86400 + 3, "10d ago")])
+def test_cache_list_says_how_long_ago_an_entry_was_used(capsys, age, shown):
+    """Whole units, rounded down; a clock that went back shows as just now."""
+    from snapkv_cli.cli.cache import render_cache_list
+
+    render_cache_list(_ListedCache(listed(500_000.0 - age, 10)), as_json=False, now=500_000.0)
+    assert capsys.readouterr().out.splitlines()[1].split("  ")[0].strip() == shown
+
+
+def test_cache_list_json_names_directory_cap_total_and_entries(capsys):
+    from snapkv_cli.cli.cache import render_cache_list
+
+    cache = _ListedCache(listed(10.0, 300, 5, "m", "float32", "plain", "/a.txt"), listed(20.0, 700),
+                         directory="/x/y", max_bytes=4096)
+    render_cache_list(cache, as_json=True)
+    shown = json.loads(capsys.readouterr().out)
+    assert shown == {"directory": "/x/y", "cap_bytes": 4096, "total_bytes": 1000, "entries": [
+        {"last_used": 20.0, "bytes": 700, "prefix_tokens": None, "model": None, "dtype": None, "template": None,
+         "document": None},
+        {"last_used": 10.0, "bytes": 300, "prefix_tokens": 5, "model": "m", "dtype": "float32",
+         "template": "plain", "document": "/a.txt"}]}
+
+
 def test_parse_age():
     assert disk.parse_age("90") == 90 and disk.parse_age("30m") == 1800 and disk.parse_age("2w") == 14 * 86400
     for text in ("", "-1d", "xd"):

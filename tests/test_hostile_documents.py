@@ -318,6 +318,19 @@ def test_stdin_at_the_limit_is_read_and_more_is_refused():
     assert str(info.value) == too_large("<stdin>", "more than 2.0 KB", "2.0 KB")
 
 
+@pytest.mark.parametrize("size, shown", [
+    (12, "12 bytes"), (1023, "1023 bytes"), (1024, "1.0 KB"), (1536, "1.5 KB"), (2**20 - 1, "1024.0 KB"),
+    (2**20, "1 MB"), (2**20 + 1, "1.0 MB"), (2**20 + 2, "1.0 MB"), (3 * 2**19, "1.5 MB"), (2**21, "2 MB"),
+    (256 * 2**20, "256 MB"), (300 * 2**20 + 2**19, "300.5 MB")])
+def test_sizes_in_the_too_large_message_are_short_amounts(size, shown):
+    """Bytes under 1 KiB, KiB to one decimal under 1 MiB, whole MiB without decimals, other MiB to one decimal."""
+    error = DocumentTooLarge("a.txt", size + 1, size, "SNAPKV_MAX_DOCUMENT_MB")
+    assert error.limit_text == shown and str(error).endswith(f"over the {shown} limit for documents; raise "
+                                                             "max_document_mb (environment variable "
+                                                             "SNAPKV_MAX_DOCUMENT_MB) or give a smaller document")
+    assert DocumentTooLarge("<stdin>", size, 1, "SNAPKV_MAX_DOCUMENT_MB").size_text == f"more than {shown}"
+
+
 class EndlessStream:
     """A pipe that never ends (``yes | snapkv ask -``), with nothing but ``read``: read to its end, it never returns."""
 

@@ -193,3 +193,20 @@ def test_a_file_name_too_long_in_any_option_is_a_clean_error(notes, tmp_path, op
     command = "inspect" if option in ("--html", "--png") else "ask"
     line = one_error_line(runner.invoke(cli.app, [command, notes, QUESTION, option, long_name]))
     assert "too long for the file system" in line and "Errno" not in line and len(line) < 250
+
+
+def test_error_messages_for_an_unwritable_cache_and_a_too_long_file_name():
+    from snapkv_cli.errors import CacheNotWritable, FileNameTooLong
+
+    assert str(CacheNotWritable("/c", "No space left on device", needed="about 1 GB", what="model cache")) == (
+        "could not write the model cache in /c: No space left on device; free some disk space (about 1 GB needed) "
+        "or set SNAPKV_CACHE_DIR to another directory")
+    assert str(CacheNotWritable("/c", "Permission denied")) == (
+        "could not write the cache in /c: Permission denied; free some disk space or set SNAPKV_CACHE_DIR to another "
+        "directory")
+    sixty = "/d/" + "n" * 57
+    assert str(FileNameTooLong(sixty, 300)) == (
+        f"a file name in '{sixty}' has 300 bytes, too long for the file system (at most 255 per name): use a shorter "
+        "name")
+    for longer in (sixty + "x", sixty + "x.txt"):  # over 60 characters: the first 57 shown, then an ellipsis
+        assert str(FileNameTooLong(longer, 305)).startswith(f"a file name in '{sixty[:57]}...' has 305 bytes")

@@ -258,6 +258,70 @@ def test_bad_questions(notes, tiny_model_path, tmp_path, args, input, fragments)
         assert fragment in result.stderr
 
 
+def test_questions_are_read_as_utf8_and_bad_bytes_do_not_stop_them(tmp_path):
+    import io
+
+    from snapkv_cli.cli.inputs import read_questions
+
+    raw = "  Qui a écrit ça ?  \n\n\t\nWho? ".encode() + b"\xff\n"
+    expected = ["Qui a écrit ça ?", "Who? \ufffd"]  # the stray byte is replaced, blank lines skipped
+    path = tmp_path / "questions.txt"
+    path.write_bytes(raw)
+    assert read_questions(str(path)) == expected
+    assert read_questions("-", stdin=io.BytesIO(raw)) == expected  # a binary stdin
+    assert read_questions("-", stdin=io.StringIO("One?\r\nTwo?\n")) == ["One?", "Two?"]
+
+
+def test_a_questions_file_is_utf8_whatever_the_locale_says(tmp_path):
+    """Under an ASCII locale (no UTF-8 mode, no locale coercion) the file is still read as UTF-8."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "questions.txt"
+    path.write_text("Qui a écrit ça ?\n", encoding="utf-8")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    code = ("import json, locale, sys; from snapkv_cli.cli.inputs import read_questions; "
+            "print(json.dumps([locale.getpreferredencoding(False), read_questions(sys.argv[1])]))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True,
+                          timeout=60, check=True)
+    encoding, questions = json.loads(done.stdout)
+    assert encoding.lower() != "utf-8"  # the locale itself would not read it right
+    assert questions == ["Qui a écrit ça ?"]
+
+
+def test_questions_that_cannot_be_read_say_what_is_wrong(tmp_path):
+    import io
+
+    from snapkv_cli.cli.inputs import read_questions
+    from snapkv_cli.errors import UserError
+
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\n", encoding="utf-8")
+    cases = [(str(blank), None, f"no questions in {blank}: write one question per line"),
+             ("-", io.StringIO("\n  \n"), "no questions in <stdin>: write one question per line"),
+             (str(tmp_path / "none.txt"), None,
+              f"questions file not found: {tmp_path / 'none.txt'}; give a text file with one question per line"),
+             (str(tmp_path), None, f"questions file {tmp_path} is a directory; give a text file with one question "
+                                   "per line"),
+             (str(blank / "x"), None, f"cannot read questions file {blank / 'x'}: Not a directory")]
+    for source, stdin, text in cases:
+        with pytest.raises(UserError) as info:
+            read_questions(source, stdin=stdin)
+        assert str(info.value) == text
+
+
+@pytest.mark.parametrize("argument, is_document", [
+    ("/no/such/file", True), ("./no-such", True), ("../no-such", True), ("~/no-such", True),
+    ("notes.PDF", True), ("notes", False), ("", False), ("Who wrote report.pdf", False),
+    ("/no/such dir/notes.txt", False), ("What is ~ here?", False)])
+def test_a_lone_argument_is_a_document_when_written_as_a_path(argument, is_document):
+    """A path that does not exist yet still counts when it looks like one; anything with a space is a question."""
+    from snapkv_cli.cli.inputs import names_a_document
+
+    assert names_a_document(argument) is is_document
+
+
 def test_too_many_positionals_is_a_usage_error(notes):
     result = invoke("ask", notes, "one", "two", "-Q", "three")
     assert result.exit_code == 2 and "Usage:" in result.stderr

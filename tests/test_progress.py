@@ -163,3 +163,61 @@ def test_quiet_shows_no_progress_in_a_log(notes, tiny_model_path, monkeypatch):
     result = runner.invoke(cli.app, ["ask", notes, "Who?", "--model", tiny_model_path, "--max-new-tokens", "2",
                                      "--quiet"])
     assert result.exit_code == 0 and result.stderr == "" and result.stdout.strip()
+
+
+@pytest.mark.parametrize("seconds, shown", [
+    (0, "0 s"), (59.4, "59 s"), (59.6, "1 min 00 s"), (60, "1 min 00 s"), (61, "1 min 01 s"), (605, "10 min 05 s"),
+    (3599, "59 min 59 s"), (3600, "1 h 00 min"), (3725, "1 h 02 min"), (7322, "2 h 02 min"),
+    (36000 + 59 * 60, "10 h 59 min")])
+def test_clock_text_rounds_to_the_second_and_names_the_two_largest_units(seconds, shown):
+    assert progress_view.clock_text(seconds) == shown
+
+
+@pytest.mark.parametrize("make_view", [SilentView, BarView], ids=["quiet", "terminal"])
+def test_a_line_that_must_be_seen_is_printed_as_given(make_view):
+    """No markup read in it, no colour added to its numbers, never wrapped at the console's width."""
+    out = io.StringIO()
+    view = make_view(Console(file=out, force_terminal=True, width=20, color_system="truecolor"))
+    line = "Warning: [bold]12 tokens[/bold] cut from 'notes [draft].txt' (page 3 of 40)"
+    view.start("Reading", 4, "layers")
+    view.show(line)
+    view.stop()
+    assert line + "\n" in out.getvalue() and "\x1b[1m" not in out.getvalue()
+    if make_view is SilentView:
+        assert out.getvalue() == line + "\n"
+
+
+def test_the_terminal_bar_shows_step_bar_percentage_and_count_as_given():
+    view = BarView(Console(file=io.StringIO(), force_terminal=True, width=160))
+    view.start("Reading [b]doc[/b]", 8, "[i]layers")
+    view.advance(4)
+    plain = Console(file=io.StringIO(), width=160, color_system=None)
+    plain.print(view.bar.get_renderable())
+    view.stop()
+    # a spinner, the step's name as given, a 24-cell bar half full, 50%, units done, time spent
+    assert re.fullmatch(r"\S Reading \[b\]doc\[/b\] ━{12} {14}50% 4/8 \[i\]layers 0:00:0\d *\n", plain.file.getvalue())
+
+
+def test_a_status_spinner_shows_paths_and_models_as_given_not_as_markup():
+    from rich.text import Text
+
+    from snapkv_cli.cli.console import PlainConsole
+
+    def shown(status) -> str:
+        plain = Console(file=io.StringIO(), width=100, color_system=None)
+        plain.print(status.renderable)
+        return plain.file.getvalue()
+
+    console = PlainConsole(file=io.StringIO(), width=100, color_system=None)
+    status = console.status("Loading ./models/my[/]model", spinner="line")
+    assert status.console is console  # drawn where the console writes (stderr), not on stdout
+    assert shown(status) == "- Loading ./models/my[/]model\n"  # the "line" spinner's first frame, then the text
+    assert shown(console.status(Text("given as text"), spinner="line")) == "- given as text\n"
+    status.update("Reading [b]notes[/b].txt")
+    assert shown(status) == "- Reading [b]notes[/b].txt\n"
+    status.update(spinner_style="red")  # no new text: the last one stays
+    assert shown(status) == "- Reading [b]notes[/b].txt\n"
+    status.update(Text("already text", style="bold"))
+    assert shown(status) == "- already text\n"
+    status.update("Done", spinner="dots")
+    assert shown(status) == "⠋ Done\n"

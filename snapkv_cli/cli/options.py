@@ -81,15 +81,10 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
 )
 
 
-def _shown(value) -> str:
-    """A default as the help says it: on/off for a flag."""
-    return ("on" if value else "off") if isinstance(value, bool) else str(value)
-
-
 def _setting_flag(name: str, value) -> str:
-    """The option that gives the setting ``name`` this value: ``--pooling-window causal``, ``--whole-words``."""
-    on, _, off = settings_declarations()[name].flag.partition("/")
-    return (on if value else off) if isinstance(value, bool) else f"{on} {value}"
+    """The option that gives the setting ``name`` this value: ``--pooling-window causal`` (the default method's
+    settings, the only ones written this way, are all valued options, none an on/off flag)."""
+    return f"{settings_declarations()[name].flag} {value}"
 
 
 def setting_help(name: str) -> str:
@@ -107,8 +102,8 @@ def setting_help(name: str) -> str:
                  f"{' and '.join(_setting_flag(key, value) for key, value in METHOD_SETTINGS.items())}, chosen by "
                  "measurement)")
     elif _method_decides(name):
-        own = "the method's own" if default is None else _shown(default)
-        text += (f" (default: {_shown(METHOD_SETTINGS[name])} for the default method, {own} otherwise)"
+        own = "the method's own" if default is None else default
+        text += (f" (default: {METHOD_SETTINGS[name]} for the default method, {own} otherwise)"
                  if name in METHOD_SETTINGS else f" (default: {own})")
     return text + "."
 
