@@ -276,3 +276,46 @@ def test_peak_memory_reads_kib_on_linux_and_bytes_on_macos(monkeypatch, platform
     monkeypatch.setattr(resource, "getrusage",
                         lambda who: SimpleNamespace(ru_maxrss=5000 if who == resource.RUSAGE_SELF else -1))
     assert peak_rss_bytes() == expected
+
+
+def test_the_compact_line_gives_the_cache_prefix_times_and_a_cut_as_counted_here():
+    from snapkv_cli.cli.report_view import compact_line
+
+    # 20 prompt tokens; real tokens per head 10, 10, 7, 10, 8, 8: mean 53/6 = 8.83 -> 9, range 7-10;
+    # bytes 2 * 640 + 256 = 1536 before, 2 * 320 + 256 = 896 after: 1536 / 896 = 1.71x
+    times = "prefill 0.99s · decode 8 tokens in 2.05s · answer 4.57s"
+    head = "20 → 9 (7-10) tokens (1.71x)"
+    assert compact_line(hand_report(prefix_source="memory"), "q3") == f"q3 {head} · prefix 16 tokens reused · {times}"
+    assert compact_line(hand_report(prefix_source="disk"), "q3") == \
+        f"q3 {head} · prefix 16 tokens loaded from the document cache in 0.33s · {times}"
+    assert compact_line(hand_report(prefix_source="prefill", stopped_by="max_new_tokens"), "q1") == \
+        f"q1 {head} · prefix 16 tokens prefilled in 0.33s · {times} · cut: token limit"
+    alone = dataclasses.replace(hand_report(prefix_source="prefill"),
+                                prefix=PrefixInfo(tokens=0, source="prefill", seconds=0.0))
+    assert compact_line(alone, "a") == f"a {head} · {times}"
+    even = dataclasses.replace(alone, cache=dataclasses.replace(alone.cache, tokens_after_min=9, tokens_after_max=9))
+    assert compact_line(even, "a") == f"a 20 → 9 tokens (1.71x) · {times}"
+    assert compact_line(dataclasses.replace(alone, method="full"), "a") == f"a 20 tokens, not compressed · {times}"
+
+
+def test_the_compact_line_adds_what_the_document_cache_did_unless_the_prefix_was_reused_in_memory():
+    from snapkv_cli.cli.report_view import compact_line
+
+    stored = DocCacheInfo(enabled=True, status="stored", path="/c/e", bytes=2048)
+    for source in ("disk", "prefill"):
+        line = compact_line(dataclasses.replace(hand_report(prefix_source=source), doc_cache=stored), "q1")
+        assert line.startswith("q1 20 → 9 (7-10) tokens")
+        assert line.split("\n")[1:] == ["document cache: stored (2.0 KB) in /c/e"]
+    rebuilt = DocCacheInfo(enabled=True, status="rebuilt", path="/c/e", bytes=2048, reason="damaged")
+    line = compact_line(dataclasses.replace(hand_report(prefix_source="prefill"), doc_cache=rebuilt), "q1")
+    assert line.startswith("q1 20 → 9 (7-10) tokens")
+    assert line.split("\n")[1:] == ["document cache: the entry was rebuilt (damaged) (2.0 KB)"]
+    skipped = DocCacheInfo(enabled=True, status="not_stored", reason="no space")
+    line = compact_line(dataclasses.replace(hand_report(prefix_source="prefill"), doc_cache=skipped), "q1")
+    assert line.startswith("q1 20 → 9 (7-10) tokens")
+    assert line.split("\n")[1:] == ["document cache: not stored: no space"]
+    for status in ("hit", "off"):
+        other = DocCacheInfo(enabled=True, status=status, path="/c/e", bytes=2048)
+        assert "\n" not in compact_line(dataclasses.replace(hand_report(prefix_source="prefill"), doc_cache=other), "q")
+    reused = compact_line(dataclasses.replace(hand_report(prefix_source="memory"), doc_cache=stored), "q1")
+    assert "\n" not in reused and "document cache" not in reused
