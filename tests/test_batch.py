@@ -1315,3 +1315,95 @@ def test_the_batch_summary_marks_questions_red_only_when_some_failed():
     assert _cells(_summary_rows(table)[-2]) == ["KV cache", "2.0 KB → 1.0 KB (1.0 KB saved)"]
     assert _cells(_summary_rows(table)[-4])[1] == (
         "2.0s in all, 2.00s per answered question; a worker spent 0.50s prefilling and decoding each")
+
+
+def _progress_console(**options):
+    import io
+
+    from rich.console import Console
+
+    return Console(file=io.StringIO(), width=200, **({"force_terminal": False, "color_system": None} | options))
+
+
+def _bar_text(progress) -> str:
+    """What the batch's progress bar shows now, rendered apart."""
+    console = _progress_console()
+    console.print(progress.bar.get_renderable())
+    return console.file.getvalue()
+
+
+def test_the_batch_progress_says_what_was_skipped_failed_and_died_then_the_summary():
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import BatchProgress
+
+    console = _progress_console()
+    summary = BatchSummary(documents=2, questions=3, skipped_documents=1, skipped_questions=4, started=100.0)
+    progress = BatchProgress(console, output="out.jsonl")
+    progress.started(summary)
+    assert "0/3 questions · 0/2 documents · - tok/s" in _bar_text(progress)
+    progress.progress("[b]page[/b] " + "x" * 60)  # cut at 60 characters, markup shown as written
+    shown = "[b]page[/b] " + "x" * 48
+    assert shown in _bar_text(progress) and shown + "x" not in _bar_text(progress)
+    failure = {"id": "j1", "document": "a.txt", "error": "boom"}
+    for line in (failure, failure, failure | {"error": "again"}):  # the same error of a question is told once
+        summary.record(line)
+        progress.recorded(line, summary)
+    assert "3/3 questions · 0/2 documents · 0 tok/s" in _bar_text(progress)
+    progress.worker_failed("worker [b]1[/b] died", summary)
+    summary.finished = 104.0
+    progress.finished(summary)
+    assert progress.bar is None
+    lines = console.file.getvalue().splitlines()
+    assert lines[:4] == ["4 question(s) of 3 document(s) already answered in out.jsonl: skipped",
+                         "Failed: a.txt: boom", "Failed: a.txt: again", "worker [b]1[/b] died"]
+    assert "3/3 questions" in lines[4] and len(lines[4].split("ETA")[1].split()) == 1  # the status cleared at the end
+    assert lines[5].strip() == "snapkv batch" and "0 answered, 3 failed (4 skipped)" in "\n".join(lines[6:])
+
+
+def test_a_quiet_batch_progress_prints_nothing_and_an_empty_batch_no_bar():
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import BatchProgress
+
+    console = _progress_console()
+    quiet = BatchProgress(console, quiet=True, output="out.jsonl")
+    summary = BatchSummary(documents=1, questions=1, skipped_questions=2, started=100.0, finished=101.0)
+    quiet.started(summary)
+    quiet.progress("reading")
+    summary.record({"id": "j", "document": "a.txt", "error": "boom"})
+    quiet.recorded({"id": "j", "document": "a.txt", "error": "boom"}, summary)
+    quiet.worker_failed("worker [b]1[/b] died", summary)
+    quiet.finished(summary)
+    assert console.file.getvalue() == ""
+
+    nothing = BatchProgress(console, output="out.jsonl")
+    nothing.started(BatchSummary(started=100.0, finished=101.0))
+    nothing.progress("reading")
+    nothing.finished(BatchSummary(started=100.0, finished=101.0))
+    assert nothing.bar is None and console.file.getvalue() == ""
+
+    skipped = BatchProgress(console, output="out.jsonl")
+    done = BatchSummary(documents=0, skipped_documents=1, skipped_questions=2, started=100.0, finished=101.0)
+    skipped.started(done)
+    assert skipped.bar is None
+    skipped.worker_failed("worker [b]1[/b] died", done)  # no bar: said on the console itself
+    skipped.finished(done)
+    lines = console.file.getvalue().splitlines()
+    assert lines[:2] == ["2 question(s) of 1 document(s) already answered in out.jsonl: skipped",
+                         "worker [b]1[/b] died"]
+    assert lines[2].strip() == "snapkv batch"
+
+
+def test_batch_failures_are_red_and_dead_workers_yellow():
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import BatchProgress
+
+    console = _progress_console(force_terminal=True, color_system="standard")
+    summary = BatchSummary(documents=1, questions=1, started=100.0)
+    progress = BatchProgress(console)
+    progress.started(summary)
+    summary.record({"id": "j", "document": "a.txt", "error": "boom"})
+    progress.recorded({"id": "j", "document": "a.txt", "error": "boom"}, summary)
+    progress.worker_failed("worker [b]1[/b] died", summary)
+    progress.finished(summary)
+    text = console.file.getvalue()
+    assert "\x1b[31mFailed: a.txt: boom" in text and "\x1b[33mworker [b]1[/b] died" in text
