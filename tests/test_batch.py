@@ -1345,7 +1345,7 @@ def test_the_batch_progress_says_what_was_skipped_failed_and_died_then_the_summa
     shown = "[b]page[/b] " + "x" * 48
     assert shown in _bar_text(progress) and shown + "x" not in _bar_text(progress)
     failure = {"id": "j1", "document": "a.txt", "error": "boom"}
-    for line in (failure, failure, failure | {"error": "again"}):  # the same error of a question is told once
+    for line in (failure, failure, failure | {"error": "[b]again[/b]"}):  # the same error of a question is told once
         summary.record(line)
         progress.recorded(line, summary)
     assert "3/3 questions · 0/2 documents · 0 tok/s" in _bar_text(progress)
@@ -1355,7 +1355,7 @@ def test_the_batch_progress_says_what_was_skipped_failed_and_died_then_the_summa
     assert progress.bar is None
     lines = console.file.getvalue().splitlines()
     assert lines[:4] == ["4 question(s) of 3 document(s) already answered in out.jsonl: skipped",
-                         "Failed: a.txt: boom", "Failed: a.txt: again", "worker [b]1[/b] died"]
+                         "Failed: a.txt: boom", "Failed: a.txt: [b]again[/b]", "worker [b]1[/b] died"]
     assert "3/3 questions" in lines[4] and len(lines[4].split("ETA")[1].split()) == 1  # the status cleared at the end
     assert lines[5].strip() == "snapkv batch" and "0 answered, 3 failed (4 skipped)" in "\n".join(lines[6:])
 
