@@ -472,3 +472,40 @@ def test_the_panel_of_several_questions_tells_the_document_prefill_and_each_answ
     for answer in (first, second):
         timings = answer["timings"]
         assert timings["wall_s"] >= timings["prefix_s"] + timings["prefill_s"] + timings["decode_s"] - 0.002
+
+
+def test_chat_says_what_it_read_numbers_the_answers_and_goes_on_after_an_error(notes, tiny_model_path, tmp_path,
+                                                                                doc_cache_dir, monkeypatch):
+    from snapkv_cli.errors import UserError
+
+    named = tmp_path / ("[b]" + "n" * 90 + ".txt")  # markup and a line wider than any terminal: as written
+    named.write_text(open(notes, encoding="utf-8").read(), encoding="utf-8")
+    base = [str(named), "--model", tiny_model_path, *SMALL]
+    real = pipeline.generate_answer
+    calls = []
+
+    def failing_second(*args, on_text=None, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            on_text("partial")
+            raise UserError("the question is [b]too long[/b]")
+        return real(*args, on_text=on_text, **kwargs)
+
+    monkeypatch.setattr(pipeline, "generate_answer", failing_second)
+    questions = [QUESTIONS[0], QUESTIONS[1], QUESTIONS[0], QUESTIONS[1]]
+    result = ok("chat", *base, "--cache-docs", input="\n".join(questions[:2]) + "\n\n" + "\n".join(questions[2:]))
+    lines = result.stderr.splitlines()
+    first = f"{named}: "
+    assert lines[0].startswith(first) and " prompt tokens prefilled in " in lines[0]
+    assert lines[0].endswith("s. Ask a question.")  # not a terminal: no keys to tell
+    assert lines[1].startswith("document cache: stored (") and f" in {doc_cache_dir}" in lines[1]
+    assert "Error: the question is [b]too long[/b]" in lines
+    labels = [line.split()[0] for line in lines if line.startswith("[")]
+    assert labels == ["[1]", "[3]", "[4]"]  # the failed question keeps its number
+    assert result.stdout.splitlines()[1] == "partial"  # a cut answer ends its line
+    assert len(result.stdout.splitlines()) == 4
+
+    calls.clear()
+    again = ok("chat", *base, "--cache-docs", input=QUESTIONS[0] + "\n")
+    assert " prompt tokens loaded from the document cache in " in again.stderr.splitlines()[0]
+    assert not any(line.startswith("document cache:") for line in again.stderr.splitlines())
