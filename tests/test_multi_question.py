@@ -509,3 +509,17 @@ def test_chat_says_what_it_read_numbers_the_answers_and_goes_on_after_an_error(n
     again = ok("chat", *base, "--cache-docs", input=QUESTIONS[0] + "\n")
     assert " prompt tokens loaded from the document cache in " in again.stderr.splitlines()[0]
     assert not any(line.startswith("document cache:") for line in again.stderr.splitlines())
+
+
+def test_a_chat_error_is_printed_as_written_without_colours_even_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from snapkv_cli.cli.presenters import ChatPresenter
+
+    console = Console(file=io.StringIO(), width=20, force_terminal=True, color_system="standard")
+    presenter = ChatPresenter(console, out=io.StringIO())
+    message = "Error: the question has 4096 tokens [b]too many[/b] for 'x'"
+    presenter.failed(message, 0)
+    assert console.file.getvalue() == message + "\n"  # no markup read, no number highlighted, not wrapped
