@@ -9,6 +9,7 @@ float32 bits may differ). The tiny random model answers gibberish: these tests c
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 import torch
@@ -479,7 +480,7 @@ def test_chat_says_what_it_read_numbers_the_answers_and_goes_on_after_an_error(n
     from snapkv_cli.errors import UserError
 
     named = tmp_path / ("[b]" + "n" * 90 + ".txt")  # markup and a line wider than any terminal: as written
-    named.write_text(open(notes, encoding="utf-8").read(), encoding="utf-8")
+    named.write_text(pathlib.Path(notes).read_text(encoding="utf-8"), encoding="utf-8")
     base = [str(named), "--model", tiny_model_path, *SMALL]
     real = pipeline.generate_answer
     calls = []
