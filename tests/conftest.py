@@ -92,3 +92,24 @@ def template():
     from snapkv_cli.prompting import load_template
 
     return load_template()
+
+
+@pytest.fixture
+def conversions(monkeypatch, tiny_model_path):
+    """The transformers conversion of a GGUF replaced by a copy of the tiny model directory (fast, no real GGUF);
+    records the bytes of each GGUF it was given."""
+    import shutil
+    from pathlib import Path
+
+    from snapkv_cli.models import conversion
+
+    seen: list[bytes] = []
+
+    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
+        seen.append(Path(gguf).read_bytes())
+        for item in Path(tiny_model_path).iterdir():
+            shutil.copy(item, out_dir / item.name)
+        return {"dtype": "float32"}
+
+    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
+    return seen

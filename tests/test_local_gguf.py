@@ -24,21 +24,6 @@ def cache(tmp_path, monkeypatch):
     return root
 
 
-@pytest.fixture
-def conversions(monkeypatch, tiny_model_path):
-    """Stand-in for the transformers conversion: copies the tiny model directory; records each GGUF's bytes."""
-    seen: list[bytes] = []
-
-    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
-        seen.append(Path(gguf).read_bytes())
-        for item in Path(tiny_model_path).iterdir():
-            shutil.copy(item, out_dir / item.name)
-        return {"dtype": "float32"}
-
-    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
-    return seen
-
-
 def _gguf(path: Path, payload: bytes = b"GGUF v3 pretend weights") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(payload)
@@ -199,7 +184,7 @@ def test_a_gguf_whose_copy_cannot_be_saved_is_converted_at_load(cache, conversio
     assert loaded.source == str(target) and loaded.dtype == torch.bfloat16
     refused = [m for m in messages if m.startswith("Could not save a bfloat16 copy (")]
     assert len(refused) == 1 and refused[0].endswith("); converting at load instead.")
-    assert f"could not write the cache in {target}: " in refused[0]
+    assert f"could not write the model cache in {target}: " in refused[0]
 
 
 def test_a_gguf_transformers_cannot_read_is_named_with_the_reason(cache, tmp_path, monkeypatch):

