@@ -847,3 +847,13 @@ def test_a_library_runner_reads_documents_with_its_pages_and_size_limit(tmp_path
     with pytest.raises(DocumentTooLarge) as info:
         Runner(RunOptions(max_document_mb=0.001)).read(str(big))
     assert (info.value.size_bytes, info.value.limit_bytes) == (2000, 1048)
+
+
+def test_the_default_methods_settings_are_valued_options_as_its_help_writes_them():
+    """The help names the default method's settings as ``--option value``; an on/off flag among them would need
+    its own wording (``--whole-words``), which the help does not have."""
+    from snapkv_cli.cli.options import METHOD_SETTINGS
+    from snapkv_cli.engine.settings import settings_declarations
+
+    for name, value in METHOD_SETTINGS.items():
+        assert "/" not in settings_declarations()[name].flag and not isinstance(value, bool), name
