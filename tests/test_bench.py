@@ -406,3 +406,17 @@ def test_speed_benchmark_times_the_method_it_is_given(tiny_model_path):
         failed = CliRunner().invoke(app, [*arguments, "--method", bad])
         assert failed.exit_code == 1 and failed.stderr.startswith(f"Error: unknown method {bad}"), failed.stderr
         assert failed.stdout == ""
+
+
+def test_provenance_names_the_cpu_features_speed_depends_on(tmp_path, monkeypatch):
+    """Two hosts with the same model name can differ in AVX-512 / bfloat16 units; a result records which it had."""
+    from snapkv_cli.bench.provenance import cpu_vector_features
+    from snapkv_cli.models import cpu_features
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx fma avx2 avx512f avx512_bf16 "
+                       "sha_ni\n\nprocessor\t: 1\nflags\t\t: fpu\n", encoding="utf-8")
+    monkeypatch.setattr(cpu_features, "CPUINFO", cpuinfo)
+    assert cpu_vector_features() == ["avx2", "fma", "avx512f", "avx512_bf16"]
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx\n", encoding="utf-8")
+    assert cpu_vector_features() == []

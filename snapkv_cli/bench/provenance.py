@@ -45,6 +45,20 @@ def _cpu_model() -> str | None:
     return platform.processor() or None
 
 
+# the CPU features a CPU speed number depends on: the widest vector unit and the native low-precision dot products
+# (two hosts both named "AMD EPYC" can differ in them, and bfloat16 or llama.cpp speeds with them)
+VECTOR_FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_bf16",
+                   "asimd", "bf16", "i8mm", "sve")
+
+
+def cpu_vector_features() -> list[str]:
+    """Which of :data:`VECTOR_FEATURES` this CPU lists (``/proc/cpuinfo``; empty where it cannot be read)."""
+    from snapkv_cli.models.cpu_features import cpuinfo_flags
+
+    flags = cpuinfo_flags()
+    return [name for name in VECTOR_FEATURES if name in flags]
+
+
 def _memory_bytes() -> int | None:
     try:
         with open("/proc/meminfo", encoding="utf-8") as meminfo:
@@ -92,7 +106,8 @@ def provenance(loaded, start: dict) -> dict:
         "command": " ".join(["snapkv", *sys.argv[1:]]) if Path(sys.argv[0]).name == "snapkv" else " ".join(sys.argv),
         "finished": now(),
         "load_average_after": load_average(),
-        "machine": {"platform": platform.platform(), "cpu": _cpu_model(), "cpus": os.cpu_count(),
+        "machine": {"platform": platform.platform(), "cpu": _cpu_model(),
+                    "cpu_features": cpu_vector_features(), "cpus": os.cpu_count(),
                     "memory_bytes": _memory_bytes(), "python": platform.python_version(),
                     "torch": torch.__version__, "transformers": transformers.__version__,
                     "torch_threads": torch.get_num_threads()},
