@@ -368,3 +368,17 @@ def test_advancing_before_any_step_shows_nothing(make_view):
     view.advance()
     view.stop()
     assert out.getvalue() == ""
+
+
+def test_a_log_s_due_line_comes_within_about_a_second_even_with_a_longer_interval():
+    """The background thread looks at least once a second, whatever the interval, so a line is never late by more."""
+    out, clock = io.StringIO(), Clock()
+    view = LineView(Console(file=out, width=200), interval=3.0, clock=clock)
+    view.start("Loading model...", None, "")
+    clock.now += 10  # the line is due now; only the thread can write it
+    begun = time.monotonic()
+    while not out.getvalue() and time.monotonic() - begun < 5:
+        time.sleep(0.02)
+    waited = time.monotonic() - begun
+    view.stop()
+    assert re.fullmatch(STAMP + r"Loading model\.\.\. \(10 s\)\n", out.getvalue()) and waited < 1.7
