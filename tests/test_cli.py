@@ -946,8 +946,8 @@ def test_each_library_error_states_its_facts_as_written(error, text):
 
 @pytest.mark.parametrize("count, shown", [
     (12, "12 bytes"), (1023, "1023 bytes"), (1024, "1.0 KB"), (2048, "2.0 KB"), (1025, "1.0 KB"),
-    (2**20 - 1, "1024.0 KB"), (2**20, "1 MB"), (2**20 + 1, "1.0 MB"), (2**21, "2 MB"), (3 * 2**20 // 2, "1.5 MB"),
-    (2**28, "256 MB"), (315097088, "300.5 MB"), (5 * 2**30, "5120 MB")])
+    (2**20 - 1, "1024.0 KB"), (2**20, "1 MB"), (2**20 + 1, "1.0 MB"), (2**20 + 2, "1.0 MB"),
+    (2**21, "2 MB"), (3 * 2**20 // 2, "1.5 MB"), (2**28, "256 MB"), (315097088, "300.5 MB"), (5 * 2**30, "5120 MB")])
 def test_a_document_too_large_gives_both_sizes_in_the_largest_unit_that_reads_well(count, shown):
     from snapkv_cli.errors import DocumentTooLarge
 
