@@ -455,6 +455,7 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
     result = run_chat(runner, load_document(notes), stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt))
     assert result == code
     assert errors.getvalue().count("> ") == 2 and "Ctrl-D to leave" in errors.getvalue()
+    assert errors.getvalue().endswith("\n> \n")  # leaving ends the prompt's line: the shell's starts on its own
     assert answers.getvalue().count("\n") == 1 and "> " not in answers.getvalue()
 
 
