@@ -1407,3 +1407,27 @@ def test_batch_failures_are_red_and_dead_workers_yellow():
     progress.finished(summary)
     text = console.file.getvalue()
     assert "\x1b[31mFailed: a.txt: boom" in text and "\x1b[33mworker [b]1[/b] died" in text
+
+
+def test_a_batch_on_a_terminal_shows_its_lines_as_written_and_a_bar_with_a_dim_status():
+    """On a colour terminal: the skipped line and a failure line with no markup read and no numbers or quotes
+    coloured (a failure is red as a whole); the bar: spinner, 24 cells, counts, rate, ETA, then the status, dim."""
+    from snapkv_cli.batch.summary import BatchSummary
+    from snapkv_cli.cli.presenters import BatchProgress
+
+    console = _progress_console(force_terminal=True, color_system="standard")
+    summary = BatchSummary(documents=2, questions=3, skipped_documents=1, skipped_questions=4, started=100.0)
+    progress = BatchProgress(console, output="runs/[b]out[/b] 2.jsonl")
+    progress.started(summary)
+    progress.progress("reading a.txt")
+    bar = _progress_console(force_terminal=True, color_system="standard")
+    bar.print(progress.bar.get_renderable())
+    assert re.fullmatch(r"\x1b\[32m\S\x1b\[0m \x1b\[90m━{24}\x1b\[0m \x1b\[32m0/3\x1b\[0m questions · 0/2 documents · "
+                        r"- tok/s · ETA \x1b\[36m-:--:--\x1b\[0m \x1b\[2mreading a.txt\x1b\[0m\n", bar.file.getvalue())
+    line = {"id": "j", "document": "a.txt", "error": "line 12 of 'x' is bad"}
+    summary.record(line)
+    progress.recorded(line, summary)
+    progress.finished(summary)
+    text = console.file.getvalue()
+    assert text.startswith("4 question(s) of 3 document(s) already answered in runs/[b]out[/b] 2.jsonl: skipped\n")
+    assert "\x1b[31mFailed: a.txt: line 12 of 'x' is bad\x1b[0m\n" in text

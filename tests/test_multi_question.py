@@ -440,6 +440,7 @@ class _Terminal:
 @pytest.mark.parametrize(("interrupt", "code"), [(False, 0), (True, 130)])
 def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrupt, code):
     import io
+    import re
 
     from rich.console import Console
 
@@ -450,11 +451,15 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
     errors, answers = io.StringIO(), io.StringIO()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
     options = RunOptions(device="cpu", settings=settings, generation=GENERATION_4)
-    runner = Runner(options, ChatPresenter(Console(file=errors, width=200), out=answers),
-                    load_model=lambda *args, **kwargs: loaded)
+    console = Console(file=errors, width=200, force_terminal=True, color_system="standard")
+    runner = Runner(options, ChatPresenter(console, out=answers), load_model=lambda *args, **kwargs: loaded)
     result = run_chat(runner, load_document(notes), stdin=_Terminal([QUESTIONS[0] + "\n"], interrupt))
     assert result == code
+    said = rf"{re.escape(notes)}: \d+ prompt tokens prefilled in \d+\.\d\ds\. Ask a question \(Ctrl-D to leave, " \
+           r"Ctrl-C to stop an answer\)\.\n"
+    assert re.search(said, errors.getvalue())  # as written: no number or path coloured on a colour terminal
     assert errors.getvalue().count("> ") == 2 and "Ctrl-D to leave" in errors.getvalue()
+    assert errors.getvalue().endswith("\n> \n")  # leaving ends the prompt's line: the shell's starts on its own
     assert answers.getvalue().count("\n") == 1 and "> " not in answers.getvalue()
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
+import time
 
 import pytest
 import rich.console
@@ -173,7 +175,7 @@ def test_clock_text_rounds_to_the_second_and_names_the_two_largest_units(seconds
     assert progress_view.clock_text(seconds) == shown
 
 
-@pytest.mark.parametrize("make_view", [SilentView, BarView], ids=["quiet", "terminal"])
+@pytest.mark.parametrize("make_view", [SilentView, BarView, LineView], ids=["quiet", "terminal", "log"])
 def test_a_line_that_must_be_seen_is_printed_as_given(make_view):
     """No markup read in it, no colour added to its numbers, never wrapped at the console's width."""
     out = io.StringIO()
@@ -183,7 +185,7 @@ def test_a_line_that_must_be_seen_is_printed_as_given(make_view):
     view.show(line)
     view.stop()
     assert line + "\n" in out.getvalue() and "\x1b[1m" not in out.getvalue()
-    if make_view is SilentView:
+    if make_view is not BarView:  # quiet, or a log in its first seconds: that line alone
         assert out.getvalue() == line + "\n"
 
 
@@ -221,3 +223,162 @@ def test_a_status_spinner_shows_paths_and_models_as_given_not_as_markup():
     assert shown(status) == "- already text\n"
     status.update("Done", spinner="dots")
     assert shown(status) == "⠋ Done\n"
+
+
+# --------------------------------------------------------------------------- what a terminal shows
+
+
+def _screen(written: str) -> list[str]:
+    """The lines a terminal shows after ``written``: text, carriage return, newline, cursor up (ESC[nA) and erase
+    line (ESC[2K); colours and cursor visibility (other ESC[...x sequences) change no character."""
+    rows: list[list[str]] = [[]]
+    row = col = 0
+    for match in re.finditer(r"\x1b\[([?\d;]*)([A-Za-z])|\r|\n|[^\x1b\r\n]", written):
+        token = match.group(0)
+        if token == "\r":
+            col = 0
+        elif token == "\n":
+            row, col = row + 1, 0
+        elif match.group(2) == "A":
+            row = max(row - int(match.group(1) or 1), 0)
+        elif match.group(2) == "K":
+            rows[row] = []
+        elif match.group(2) is None:
+            line = rows[row]
+            line.extend(" " * (col - len(line)))
+            line[col:col + 1] = [token]
+            col += 1
+        while len(rows) <= row:
+            rows.append([])
+    lines = ["".join(line).rstrip() for line in rows]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _terminal() -> tuple[BarView, io.StringIO]:
+    out = io.StringIO()
+    return BarView(Console(file=out, force_terminal=True, width=100)), out
+
+
+def test_a_terminal_keeps_what_was_shown_but_not_the_bar_once_the_step_ends():
+    view, out = _terminal()
+    view.start("Reading the document: 120 tokens", 4, "layers")
+    view.advance(1)
+    view.show("Gemma is provided under the Gemma Terms of Use")
+    view.advance(1)
+    assert re.match(r"\S Reading the document: 120 tokens ", _screen(out.getvalue())[-1])  # the bar, while it runs
+    view.stop()
+    assert _screen(out.getvalue()) == ["Gemma is provided under the Gemma Terms of Use"]
+    view.show("Answer written")  # after the step: just the line, no bar drawn again under it
+    assert _screen(out.getvalue()) == ["Gemma is provided under the Gemma Terms of Use", "Answer written"]
+
+
+def test_a_terminal_shows_the_bar_again_for_a_step_after_one_that_ended():
+    """A chat's second answer: its steps start after the first answer's ended."""
+    view, out = _terminal()
+    view.start("Answering: up to 8 tokens", 8, "tokens")
+    view.stop()
+    view.start("Answering: up to 5 tokens", 5, "tokens")
+    view.advance(2)
+    view.bar.refresh()
+    assert re.fullmatch(r"\S Answering: up to 5 tokens .* 2/5 tokens .*", _screen(out.getvalue())[-1])
+    view.stop()
+    assert _screen(out.getvalue()) == []
+
+
+def test_a_step_shows_its_count_from_its_start_and_a_step_of_unknown_length_none():
+    view, _ = _terminal()
+
+    def shown() -> str:
+        plain = Console(file=io.StringIO(), width=100, color_system=None)
+        plain.print(view.bar.get_renderable())
+        return plain.file.getvalue()
+
+    view.start("Loading model...", None, "")
+    assert re.fullmatch(r"\S Loading model\.\.\. ━{24} +0:00:0\d *\n", shown())  # a pulsing bar and the time
+    view.start("Prefill: 120 tokens", 8, "layers")
+    assert re.fullmatch(r"\S Prefill: 120 tokens +0% 0/8 layers 0:00:0\d *\n", shown())
+    view.advance()  # one unit when no count is given
+    assert re.fullmatch(r"\S Prefill: 120 tokens ━+╸?━* +12% 1/8 layers 0:00:0\d.*\n", shown())
+    view.stop()
+
+
+def test_the_time_left_is_shown_in_the_theme_s_colour_for_time_remaining():
+    """Rich's default theme draws ``progress.remaining`` in cyan (ESC[36m)."""
+    view, _ = _terminal()
+    view.start("Prefill: 120 tokens", 8, "layers")
+    view.advance(1)
+    time.sleep(0.01)  # a rate needs two points in time
+    view.advance(1)
+    coloured = Console(file=io.StringIO(), width=100, force_terminal=True, color_system="standard")
+    coloured.print(view.bar.get_renderable())
+    view.stop()
+    assert re.search(r"\x1b\[36mabout \d+ s left\x1b\[0m", coloured.file.getvalue())
+
+
+def test_a_log_line_comes_once_the_interval_has_passed_exactly():
+    view, out, clock = _log_view(interval=5.0)
+    view.start("Prefill: 120 tokens", 4, "layers")
+    clock.now += 5.0
+    view.advance()  # one unit when no count is given
+    assert re.fullmatch(STAMP + r"Prefill: 120 tokens: 25% \(1/4 layers\), 5 s, about 15 s left\n", out.getvalue())
+    view.stop()
+
+
+def test_a_log_line_says_all_done_however_far_a_step_overshoots():
+    view, out, clock = _log_view(interval=5.0)
+    view.start("Answering: up to 3 tokens", 3, "tokens")
+    view.advance(4)  # a count past the total (a last chunk larger than announced)
+    clock.now += 6
+    view.tick()
+    assert re.fullmatch(STAMP + r"Answering: up to 3 tokens: 100% \(4/3 tokens\), 6 s\n", out.getvalue())
+    view.stop()
+
+
+def test_a_log_gets_no_line_before_any_step_starts():
+    view, out, clock = _log_view(interval=5.0)
+    clock.now += 60
+    view.tick()
+    assert out.getvalue() == ""
+    view.stop()
+
+
+def _progress_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "snapkv-progress"]
+
+
+def test_a_log_s_background_thread_never_holds_the_exit_and_is_gone_after_stop():
+    before = len(_progress_threads())
+    view = _log_view(interval=5.0)[0]
+    view.start("Loading model...", None, "")
+    view.start("Prefill: 120 tokens", 4, "layers")  # one thread per view, not one per step
+    threads = _progress_threads()
+    daemon = [thread.daemon for thread in threads]
+    view.stop()
+    assert len(threads) == before + 1 and all(daemon)  # a daemon: the program may exit while it waits
+    assert len(_progress_threads()) == before
+
+
+@pytest.mark.parametrize("make_view", [SilentView, BarView, LineView], ids=["quiet", "terminal", "log"])
+def test_advancing_before_any_step_shows_nothing(make_view):
+    out = io.StringIO()
+    view = make_view(Console(file=out, force_terminal=make_view is BarView, width=100))
+    view.advance(3)
+    view.advance()
+    view.stop()
+    assert out.getvalue() == ""
+
+
+def test_a_log_s_due_line_comes_within_about_a_second_even_with_a_longer_interval():
+    """The background thread looks at least once a second, whatever the interval, so a line is never late by more."""
+    out, clock = io.StringIO(), Clock()
+    view = LineView(Console(file=out, width=200), interval=3.0, clock=clock)
+    view.start("Loading model...", None, "")
+    clock.now += 10  # the line is due now; only the thread can write it
+    begun = time.monotonic()
+    while not out.getvalue() and time.monotonic() - begun < 5:
+        time.sleep(0.02)
+    waited = time.monotonic() - begun
+    view.stop()
+    assert re.fullmatch(STAMP + r"Loading model\.\.\. \(10 s\)\n", out.getvalue()) and waited < 1.7

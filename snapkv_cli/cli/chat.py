@@ -47,15 +47,13 @@ def chat(
         raise typer.Exit(code)
 
 
-def run_chat(runner, document, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Run the loop with ``runner`` (whose presenter is a ``ChatPresenter``); return the exit code (0 at end of
-    input, 130 after Ctrl-C at the prompt)."""
+def run_chat(runner, document, *, stdin: TextIO | None = None) -> int:
+    """Run the loop with ``runner`` (whose presenter is a ``ChatPresenter``: answers go to its ``out``) on questions
+    from ``stdin`` (default: sys.stdin); return the exit code (0 at end of input, 130 after Ctrl-C at the prompt)."""
     from .report_view import doc_cache_line
 
     stdin = stdin or sys.stdin
     presenter = runner.presenter
-    if stdout is not None:
-        presenter.out = stdout
     interactive = _is_terminal(stdin)
     terminal = presenter.console.file
 

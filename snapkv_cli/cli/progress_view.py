@@ -75,7 +75,8 @@ class _Left(ProgressColumn):
 
 class BarView(SilentView):
     """On a terminal: the step, a bar, its percentage, units done, time spent and time left; cleared at the end
-    (a step of unknown length gets a pulsing bar and its time spent)."""
+    (a step of unknown length gets a pulsing bar and its time spent). The bar draws on the view's console, so a line
+    shown (:meth:`show`) while it runs appears above it."""
 
     def __init__(self, console: Console):
         super().__init__(console)
@@ -111,9 +112,6 @@ class BarView(SilentView):
         if self.task is not None:
             self.bar.remove_task(self.task)
             self.task = None
-
-    def show(self, text: str) -> None:
-        self.bar.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 class LineView(SilentView):
