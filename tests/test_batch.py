@@ -1407,3 +1407,14 @@ def test_batch_failures_are_red_and_dead_workers_yellow():
     progress.finished(summary)
     text = console.file.getvalue()
     assert "\x1b[31mFailed: a.txt: boom" in text and "\x1b[33mworker [b]1[/b] died" in text
+
+
+def test_an_error_line_words_a_user_error_as_the_command_line_and_another_by_its_type():
+    """``snapkv batch``'s error lines: a user mistake in the command line's words (naming the flag), any other error
+    as its type and its text on one line."""
+    from snapkv_cli.cli.batch import describe
+    from snapkv_cli.errors import InvalidValue
+
+    assert describe(InvalidValue("truncate", "sideways", "one of middle, start, end")) == (
+        "--truncate must be one of middle, start, end, got 'sideways'")
+    assert describe(RuntimeError("CUDA error:\n  device-side assert")) == "RuntimeError: CUDA error: device-side assert"
