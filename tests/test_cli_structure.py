@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import click
 import pytest
@@ -126,6 +127,21 @@ def test_model_options_pass_the_quantization_asked_for():
     assert result.exit_code == 0, result.stderr
     assert seen[0][1].quantize == "int8"
 
+
+def test_a_new_commands_own_options_may_be_written_the_annotated_way():
+    """A command's own option declared as ``Annotated[type, typer.Option(...)]`` (in a module whose annotations are
+    strings) keeps its flags beside the model options."""
+    from snapkv_cli.cli.options import model_options
+
+    seen: list = []
+
+    @model_options
+    def show(out: Annotated[Path, typer.Option("--output", "-o")] = Path("default.txt"), *, options) -> None:
+        seen.append((out, options))
+
+    result = CliRunner().invoke(_probe_app(show), ["-o", "mine.txt", "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    assert [(out, options.device) for out, options in seen] == [(Path("mine.txt"), "cpu")]
 
 def test_run_options_give_a_new_command_its_choices_and_output():
     """``run_options`` hands a command the checked ``choices`` and the ``output``: JSON or text, quiet or not."""
