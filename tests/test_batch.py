@@ -1431,3 +1431,14 @@ def test_a_batch_on_a_terminal_shows_its_lines_as_written_and_a_bar_with_a_dim_s
     text = console.file.getvalue()
     assert text.startswith("4 question(s) of 3 document(s) already answered in runs/[b]out[/b] 2.jsonl: skipped\n")
     assert "\x1b[31mFailed: a.txt: line 12 of 'x' is bad\x1b[0m\n" in text
+
+
+def test_an_error_line_words_a_user_error_as_the_command_line_and_another_by_its_type():
+    """``snapkv batch``'s error lines: a user mistake in the command line's words (naming the flag), any other error
+    as its type and its text on one line."""
+    from snapkv_cli.cli.batch import describe
+    from snapkv_cli.errors import InvalidValue
+
+    assert describe(InvalidValue("truncate", "sideways", "one of middle, start, end")) == (
+        "--truncate must be one of middle, start, end, got 'sideways'")
+    assert describe(RuntimeError("CUDA error:\n  device-side assert")) == "RuntimeError: CUDA error: device-side assert"

@@ -352,6 +352,50 @@ def test_bench_rejects_bad_lists(tiny_model_path):
         assert result.exit_code == 1 and result.stderr.startswith(f"Error: unknown method {label}")
 
 
+@pytest.mark.parametrize("option, value, expected", [
+    ("--budgets", "0,64", "--budgets must be positive integers, e.g. 256,1024"),
+    ("--budgets", " , ", "--budgets must be positive integers, e.g. 256,1024"),
+    ("--budgets", "64,x", "--budgets must be comma-separated integers, e.g. 256,1024"),
+    ("--lengths", "1024,-2048", "--lengths must be positive integers, e.g. 256,1024"),
+    ("--lengths", "1024;2048", "--lengths must be comma-separated integers, e.g. 256,1024"),
+])
+def test_bench_number_lists_must_be_positive_integers(tiny_model_path, tmp_path, option, value, expected):
+    """A bad list fails at once, naming its option, before an output file is checked or the model loaded."""
+    result = CliRunner().invoke(app, ["bench", "accuracy", "--model", tiny_model_path, option, value,
+                                      "--markdown", str(tmp_path / "missing" / "out.md")])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"Error: {expected}\n"
+
+
+def test_bench_number_lists_take_1_and_spaces_after_commas(tiny_model_path, tmp_path):
+    """1 is a positive integer: "1, 64" passes the list checks, so the run goes on to the next check (here the
+    --markdown file's directory, which does not exist)."""
+    markdown = tmp_path / "missing" / "out.md"
+    result = CliRunner().invoke(app, ["bench", "accuracy", "--model", tiny_model_path, "--budgets", "1, 64",
+                                      "--lengths", "1", "--markdown", str(markdown)])
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: cannot write {markdown}: the directory {markdown.parent} does not exist; "
+                             "create it first\n")
+
+
+@pytest.mark.parametrize("tasks, named", [("single_needle, nope,bogus", "nope, bogus"), (" , ", "(none)")])
+def test_bench_names_the_unknown_tasks_and_the_choices(tiny_model_path, tmp_path, tasks, named):
+    """Unknown names are listed as given (trimmed), or "(none)" when no name is given, then every choice."""
+    result = CliRunner().invoke(app, ["bench", "accuracy", "--model", tiny_model_path, "--tasks", tasks,
+                                      "--markdown", str(tmp_path / "missing" / "out.md")])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"Error: unknown task {named}: choose from single_needle, multi_key, multi_value, "
+                             "variable_tracking, question_first, docqa\n")
+
+
+def test_bench_takes_known_names_with_spaces_after_commas(tiny_model_path, tmp_path):
+    markdown = tmp_path / "missing" / "out.md"
+    result = CliRunner().invoke(app, ["bench", "accuracy", "--model", tiny_model_path, "--tasks",
+                                      "single_needle, multi_key", "--methods", "full, snapkv", "--markdown",
+                                      str(markdown)])
+    assert result.exit_code == 1 and result.stderr.startswith(f"Error: cannot write {markdown}:")
+
+
 def test_a_method_label_sets_the_allotment_its_suffix_names_on_its_policy():
     plan = AccuracyPlan(methods=("full", "defensivekv", "defensivekv+pyramid", "h2o+pyramid"))
     plain, pyramid = plan.settings("defensivekv", 256), plan.settings("defensivekv+pyramid", 256)

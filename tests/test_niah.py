@@ -215,6 +215,96 @@ def test_niah_rejects_lengths_beyond_the_context_and_bad_depths(short_context_mo
     assert result.exit_code == 1 and "within 0-100" in result.stderr
 
 
+def _essay_folder(tmp_path) -> Path:
+    folder = tmp_path / "essays"
+    folder.mkdir()
+    for name, text in _essays():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def _quick_niah(model: str, folder: Path, *arguments: str):
+    """``bench niah`` with one depth, the full cache only and a one-token answer: seconds on the tiny models."""
+    return CliRunner().invoke(app, ["bench", "niah", "--model", model, "--haystack", str(folder), "--depths", "50",
+                                    "--methods", "full", "--max-new-tokens", "1", "--json", *arguments])
+
+
+@pytest.mark.parametrize("depths, expected", [
+    ("a,50", "comma-separated percentages, e.g. 0,50,100, got 'a,50'"),
+    ("", "comma-separated percentages within 0-100, e.g. 0,50,100, got ''"),
+    (" , ", "comma-separated percentages within 0-100, e.g. 0,50,100, got ' , '"),
+    ("-5", "comma-separated percentages within 0-100, e.g. 0,50,100, got '-5'"),
+    ("50,-0.5", "comma-separated percentages within 0-100, e.g. 0,50,100, got '50,-0.5'"),
+    ("100.5", "comma-separated percentages within 0-100, e.g. 0,50,100, got '100.5'"),
+])
+def test_niah_depths_are_comma_separated_percentages_within_0_to_100(tiny_model_path, depths, expected):
+    """A bad --depths fails at once, before the haystack or the model is loaded, with the value as given (the
+    smoke run above shows 0 and 100 themselves are taken)."""
+    result = CliRunner().invoke(app, ["bench", "niah", "--model", tiny_model_path, "--depths", depths])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"Error: depths must be {expected}\n"
+
+
+def test_niah_lengths_default_to_1k_to_8k_up_to_the_models_context(tiny_model_path, short_context_model_path,
+                                                                   tmp_path):
+    """Without --lengths: 1024, 2048, 4096 and 8192 as far as the context reaches (4096 here, so 4096 is in), or the
+    context itself when it is shorter than 1024."""
+    folder = _essay_folder(tmp_path)
+    for model, lengths in ((tiny_model_path, [1024, 2048, 4096]), (short_context_model_path, [512])):
+        result = _quick_niah(model, folder)
+        assert result.exit_code == 0, result.stderr
+        assert [outcome["length"] for outcome in json.loads(result.stdout)["outcomes"]] == lengths
+
+
+def test_niah_lengths_run_from_301_to_the_models_context(short_context_model_path, tmp_path):
+    """--lengths takes whole numbers from 301 (the needle's 200-token buffer and some haystack) to the model's context
+    (512 here), both ends included; anything else fails naming the range and the value."""
+    folder = _essay_folder(tmp_path)
+    result = _quick_niah(short_context_model_path, folder, "--lengths", "301, 512")
+    assert result.exit_code == 0, result.stderr
+    assert [outcome["length"] for outcome in json.loads(result.stdout)["outcomes"]] == [301, 512]
+    for lengths in ("300", "301,513", "300,400"):
+        failed = _quick_niah(short_context_model_path, folder, "--lengths", lengths)
+        assert failed.exit_code == 1 and failed.stdout == ""
+        assert failed.stderr == (f"Error: lengths must be context lengths from 301 to the model's context (512 "
+                                 f"tokens), got '{lengths}'\n")
+    for lengths, expected in (("0,400", "--lengths must be positive integers, e.g. 256,1024"),
+                              ("400,4k", "--lengths must be comma-separated integers, e.g. 256,1024")):
+        failed = _quick_niah(short_context_model_path, folder, "--lengths", lengths)
+        assert failed.exit_code == 1 and failed.stderr == f"Error: {expected}\n"
+
+
+def test_bench_loads_the_model_as_its_model_options_say(short_context_model_path, tmp_path, monkeypatch):
+    """A benchmark loads its model with the dtype, device map and prefill chunking given (its report says the
+    dtype, transformers is asked for the device map, the prompt is prefilled in chunks); a device that is not there
+    fails naming it."""
+    import transformers
+
+    from tests.helpers import record_loaded_forwards
+
+    folder = _essay_folder(tmp_path)
+    forwards, _ = record_loaded_forwards(monkeypatch)
+    real, placements = transformers.AutoModelForCausalLM.from_pretrained, []
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *args, **kwargs: placements.append(kwargs.get("device_map")) or real(*args, **kwargs))
+    result = _quick_niah(short_context_model_path, folder, "--lengths", "400", "--dtype", "bfloat16",
+                         "--device-map", "auto", "--prefill-chunk", "100")
+    assert result.exit_code == 0, result.stderr
+    model = json.loads(result.stdout)["provenance"]["model"]
+    assert (model["dtype"], model["dtype_reason"], model["quantization"]) == ("bfloat16", "asked for", None)
+    assert placements == ["auto"]
+    assert forwards[:2] == [(0, 100), (100, 100)] and max(tokens for _, tokens in forwards) == 100
+    missing = _quick_niah(short_context_model_path, folder, "--device", "cuda:99")
+    assert missing.exit_code == 1 and "'cuda:99'" in missing.stderr and missing.stdout == ""
+
+
+def test_bench_quantizes_the_weights_when_asked(short_context_model_path, tmp_path):
+    pytest.importorskip("torchao")
+    result = _quick_niah(short_context_model_path, _essay_folder(tmp_path), "--lengths", "400", "--quantize", "int8")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["provenance"]["model"]["quantization"] == "int8"
+
+
 def test_niah_prefills_each_cell_once_on_the_one_run_path(tiny_model_path):
     """Each (length, depth) cell is one DocumentSession: one forward from position 0 over the document's prefix, then
     every method prefills only the question on a fork of it (H2O's fork needs the attention sums: the session kept
