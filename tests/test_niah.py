@@ -242,7 +242,7 @@ def test_niah_depths_are_comma_separated_percentages_within_0_to_100(tiny_model_
     smoke run above shows 0 and 100 themselves are taken)."""
     result = CliRunner().invoke(app, ["bench", "niah", "--model", tiny_model_path, "--depths", depths])
     assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr == f"Error: depths must be {expected}\n"
+    assert result.stderr == f"Error: --depths must be {expected}\n"
 
 
 def test_niah_lengths_default_to_1k_to_8k_up_to_the_models_context(tiny_model_path, short_context_model_path,
@@ -266,7 +266,7 @@ def test_niah_lengths_run_from_301_to_the_models_context(short_context_model_pat
     for lengths in ("300", "301,513", "300,400"):
         failed = _quick_niah(short_context_model_path, folder, "--lengths", lengths)
         assert failed.exit_code == 1 and failed.stdout == ""
-        assert failed.stderr == (f"Error: lengths must be context lengths from 301 to the model's context (512 "
+        assert failed.stderr == (f"Error: --lengths must be context lengths from 301 to the model's context (512 "
                                  f"tokens), got '{lengths}'\n")
     for lengths, expected in (("0,400", "--lengths must be positive integers, e.g. 256,1024"),
                               ("400,4k", "--lengths must be comma-separated integers, e.g. 256,1024")):

@@ -32,7 +32,7 @@ DEBUG_ENV = "SNAPKV_DEBUG"
 FLAGS = {**{key: declared.flag.partition("/")[0] for name, declared in settings_declarations().items()
             if declared.flag is not None for key in (name, declared.given_as) if key is not None},
          "truncate": "--truncate", "older_than": "--older-than", "layer": "--layer", "head": "--head",
-         "max_new_tokens": "--max-new-tokens", "workers": "--workers"}
+         "max_new_tokens": "--max-new-tokens", "workers": "--workers", "depths": "--depths", "lengths": "--lengths"}
 
 
 def message(error: UserError) -> str:
