@@ -1,3 +1,6 @@
+import os
+import signal
+import threading
 import warnings
 
 import pytest
@@ -35,6 +38,39 @@ def no_timed_progress_lines(monkeypatch):
     from snapkv_cli.cli import progress_view
 
     monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", float("inf"))
+
+
+@pytest.fixture
+def deadline(request):
+    """``deadline(seconds)``: the test fails if it has not finished ``seconds`` from now, rather than wait forever. Made
+    for code that waits in a library that only listens to Ctrl-C (Ray's ``wait`` and ``get``): at the deadline the
+    test gets a SIGINT, which :func:`pytest_runtest_call` below turns into this test's failure instead of an
+    interrupted session."""
+    timers = []
+
+    def start(seconds: float) -> None:
+        def expire() -> None:
+            request.node.missed_deadline = seconds
+            os.kill(os.getpid(), signal.SIGINT)
+
+        timers.append(threading.Timer(seconds, expire))
+        timers[-1].daemon = True
+        timers[-1].start()
+
+    yield start
+    for timer in timers:
+        timer.cancel()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        seconds = getattr(item, "missed_deadline", None)
+        if seconds is None:
+            raise
+        pytest.fail(f"not finished within its {seconds:g} s deadline", pytrace=False)
 
 
 @pytest.fixture

@@ -24,6 +24,14 @@ from snapkv_cli.runner import RunOptions
 from tests.test_batch import NOTES, QUESTIONS, comparable, jsonl
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+# A Ray batch that waits forever (an actor that is never scheduled, an answer never asked for) is one a user would
+# watch forever: each test here fails after this long instead (a passing one takes under 30 s on 2 busy cores).
+DEADLINE_S = 120
+
+
+@pytest.fixture(autouse=True)
+def finishes_in_time(deadline):
+    deadline(DEADLINE_S)
 
 
 @pytest.fixture(scope="module")
