@@ -319,3 +319,124 @@ def test_the_compact_line_adds_what_the_document_cache_did_unless_the_prefix_was
         assert "\n" not in compact_line(dataclasses.replace(hand_report(prefix_source="prefill"), doc_cache=other), "q")
     reused = compact_line(dataclasses.replace(hand_report(prefix_source="memory"), doc_cache=stored), "q1")
     assert "\n" not in reused and "document cache" not in reused
+
+
+def _panel(report: Report, width: int) -> tuple[list[str], list[str]]:
+    """The panel as a colour terminal of ``width`` columns shows it: its plain lines and its lines with ANSI codes."""
+    import io
+
+    from rich.console import Console
+
+    from snapkv_cli.cli.report_view import render_report
+
+    console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system="standard", record=True)
+    render_report(report, console)
+    return (console.export_text(styles=False, clear=False).splitlines(),
+            console.export_text(styles=True).splitlines())
+
+
+def _rows(lines: list[str]) -> list[str]:
+    """The panel's inner lines without its border and right padding."""
+    return [line.removeprefix("│ ").rstrip("│").rstrip() for line in lines[1:-1]]
+
+
+def test_the_full_report_panel_shows_each_row_under_its_bold_cyan_label():
+    memory = report_module.Memory(peak_rss_bytes=3 * 1024 ** 2, cuda_peak_bytes=2 * 1024 ** 3)
+    report = dataclasses.replace(hand_report(prefix_source="prefill"), memory=memory)
+    plain, styled = _panel(report, 200)
+    # 20 prompt tokens = 12 document (pages 1, 2) + 3 question + 5 template; layer 2 slides (8 tokens), layers 0, 1
+    # keep means 10 and 8.5 (bars of 7 steps: 8.5/10 * 7 = 5.95 -> 6, 8/10 * 7 = 5.6 -> 6); page 2 keeps 14 of its
+    # 6 tokens x 6 (layer, head) pairs, page 1 10
+    assert _rows(plain) == [
+        "model      tiny/model  (cpu)",
+        "weights    float16, int8 Linear layers (auto: no bfloat16)",
+        "prompt     20 tokens = 12 document + 5 template + 3 question",
+        "window     4 tokens, 3 of them question",
+        "template   qa_base (completion style for a base model)",
+        "method     snapkv  budget 10, kernel 3, maxpool, centered window, uniform layers, uniform heads",
+        "KV cache   20 → 9 tokens per head on average (7-10), 1.5 KB → 896 B (1.71x)",
+        "per layer  █▇▇  min 7 / max 10 over 3 layers",
+        "sliding    1 of 3 layers keep only their window (max 8 tokens); snapkv applies to the 2 global layers",
+        "top pages  p2 39%, p1 28%",
+        "stopped    end of answer after 8 tokens",
+        "time       load 1.24s · document (16 tokens) prefill 0.33s · question prefill 0.99s · decode 8 tokens in "
+        "2.05s (3.4 tok/s) · answer 4.57s",
+        "memory     peak RSS 3.0 MB, CUDA peak 2.0 GB",
+    ]
+    assert " snapkv " in plain[0] and "\x1b[1m snapkv \x1b[0m" in styled[0]  # the title, in bold
+    labels = [row[:9] for row in _rows(plain)]
+    for label, line in zip(labels, styled[1:-1]):
+        assert line.startswith(f"│ \x1b[1;36m{label}\x1b[0m"), line  # bold (1) cyan (36)
+        assert "\x1b[" not in line.split("\x1b[0m", 2)[-1]  # the values in the default style
+
+
+def test_on_a_narrow_terminal_the_labels_stay_whole_and_the_values_wrap():
+    for width in (30, 22):  # 22: the values get 7 columns, less than "per layer" or "top pages" takes
+        rows = _rows(_panel(hand_report(prefix_source="prefill"), width)[0])
+        labels = [row[:9].strip() for row in rows if row[:9].strip()]
+        assert labels == ["model", "weights", "prompt", "window", "template", "method", "KV cache", "per layer",
+                          "sliding", "top pages", "stopped", "time", "memory"], width
+        assert rows[1] == "           (cpu)"
+
+
+def test_the_panel_says_when_the_question_does_not_fit_the_window_and_when_nothing_is_compressed():
+    report = hand_report(prefix_source="prefill")
+    report = dataclasses.replace(
+        report, method="full",
+        prompt=dataclasses.replace(report.prompt, question_tokens=9, question_tokens_in_window=4, question_fits=False,
+                                   style="chat", template_name="qa"),
+        layers=[dataclasses.replace(row, sliding_window=False) for row in report.layers])
+    rows = _rows(_panel(report, 200)[0])
+    assert "window     4 tokens, 4 of them question (question has 9 tokens: it does not fit)" in rows
+    assert "KV cache   9 tokens per head on average (7-10), 896 B, not compressed (--method full)" in rows
+    assert [row[:9].strip() for row in rows if row[:9].strip() in ("template", "sliding")] == []
+    # the warning in yellow (33), the rest of the row in the default style
+    window = next(line for line in _panel(report, 200)[1] if "window" in line)
+    assert "4 tokens, 4 of them question \x1b[33m(question has 9 tokens: it does not fit)\x1b[0m" in window
+
+
+def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
+    from snapkv_cli.cli.report_view import stop_text
+
+    def said(repeated):
+        return stop_text(StopInfo(strings=[], stopped_by="repetition", reason="repetition", repeated=repeated), 40)
+
+    def expected(quoted):
+        return (f"[yellow]cut after 40 tokens: a loop, the same 8 tokens 4 times ({quoted}); "
+                "--no-stop-on-repeat lets it run[/]")
+
+    assert said("the  cat\n sat\t") == expected("'the cat sat'")  # whitespace collapsed to single spaces
+    sixty = "abcdefghij" * 6
+    assert said(sixty) == expected(repr(sixty))
+    assert said(sixty + "k") == expected(repr("abcdefghij" * 5 + "abcdefg..."))  # 57 characters and "..."
+    assert said("x " * 30 + "y") == expected(repr("x " * 28 + "x..."))  # 61 once collapsed
+    assert said(None) == expected("''")
+
+
+def test_an_answer_ended_by_a_stop_string_names_it_escaped_for_rich():
+    from snapkv_cli.cli.report_view import stop_text
+
+    stop = StopInfo(strings=["\nQuestion:", "[x]"], stopped_by="[x]", reason="stop_string", stop_string="[x]")
+    assert stop_text(stop, 5) == "at the stop string '\\[x]' after 5 tokens (a base model's rule)"
+    assert stop_text(StopInfo(strings=[], stopped_by="eos"), 5) == "end of answer after 5 tokens"
+
+
+def test_the_time_row_says_where_the_shared_document_prefix_came_from():
+    from snapkv_cli.cli.report_view import time_text
+
+    # the load's 1.23456 s is kept as 1.235 (milliseconds), shown as 1.24
+    tail = "question prefill 0.99s · decode 8 tokens in 2.05s (3.4 tok/s) · answer 4.57s"
+    assert time_text(hand_report(prefix_source="memory")) == \
+        f"load 1.24s · document (16 tokens) prefilled for an earlier question · {tail}"
+    assert time_text(hand_report(prefix_source="prefill")) == \
+        f"load 1.24s · document (16 tokens) prefill 0.33s · {tail}"
+    assert time_text(hand_report(prefix_source="disk")) == \
+        f"load 1.24s · document (16 tokens) loaded from the document cache in 0.33s · {tail}"
+
+
+def test_a_sparkline_draws_one_bar_per_value_from_zero_to_the_largest():
+    from snapkv_cli.cli.report_view import sparkline
+
+    assert sparkline([]) == ""
+    assert sparkline([0.0, 0.0, 0.0]) == "▁▁▁"
+    assert sparkline([0.0, 3.5, 7.0, 1.0]) == "▁▅█▂"  # 3.5 of 7 -> bar 3.5 -> 4 (round half to even), 1 -> bar 1

@@ -18,7 +18,7 @@ _BARS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: list[float]) -> str:
-    """One bar per value, scaled from zero to the largest value."""
+    """One bar per value (each zero or more: kept-token means), scaled from zero to the largest value."""
     high = max(values, default=0) or 1.0
     return "".join(_BARS[round(value / high * (len(_BARS) - 1))] for value in values)
 
