@@ -369,6 +369,35 @@ def test_a_layer_or_head_beyond_the_model_is_refused_before_the_prefill(docs, ti
     assert len(loaded_models) == 1 and forwards == []
 
 
+def test_a_model_without_kv_head_counts_is_checked_against_its_attention_heads():
+    """A config without ``num_key_value_heads`` (GPT-2's: every head its own KV head) has as many KV heads as
+    attention heads; one that counts neither layers nor heads refuses nothing (the cache records check after)."""
+    from transformers import GPT2Config, PretrainedConfig
+
+    from snapkv_cli.cli.inspect import check_layer_and_head
+    from snapkv_cli.errors import UserError
+
+    gpt2 = GPT2Config(n_layer=2, n_head=4)
+    check_layer_and_head(gpt2, 1, 3)  # the last layer and head
+    with pytest.raises(UserError) as refused:
+        check_layer_and_head(gpt2, 1, 4)
+    assert str(refused.value) == "head 4 is out of range: the model has 4 KV heads (0-3)"
+    with pytest.raises(UserError) as refused:
+        check_layer_and_head(gpt2, 2, 0)
+    assert str(refused.value) == "layer 2 is out of range: the model has 2 layers (0-1)"
+    check_layer_and_head(PretrainedConfig(), 100, 100)
+
+
+def test_an_empty_find_text_is_refused_in_those_words():
+    from snapkv_cli.cli.inspect import check_searched
+    from snapkv_cli.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        check_searched(["Hale", ""], "Duncan Hale repaired it.", "Who?")
+    assert str(refused.value) == "--find needs some text"
+    assert check_searched(["Hale", "Who", "Hale"], "Duncan Hale repaired it.", "Who?") == ["Hale", "Who"]
+
+
 def test_top_passages_are_the_best_runs_that_do_not_overlap(docs, loaded):
     """Each passage is the run of ``size`` document tokens (before the window) with the highest mean kept share
     among those that overlap no passage before it, as a search over every run finds."""
