@@ -984,3 +984,26 @@ def test_library_errors_carry_their_facts():
     assert (quantization.scheme, quantization.reason) == ("int8", "it is not installed")
     cache = e.CacheNotWritable("/cache", "disk full")
     assert (cache.path, cache.reason, cache.needed, cache.what) == ("/cache", "disk full", None, "cache")
+
+
+def test_the_command_line_message_names_the_flag_or_keeps_the_setting_name_it_has_no_flag_for():
+    from snapkv_cli import errors as e
+    from snapkv_cli.cli.errors import message
+
+    assert message(e.InvalidValue("older_than", "soon", "a duration like 7d")) == \
+        "--older-than must be a duration like 7d, got 'soon'"
+    assert message(e.InvalidValue("speed", 3, "fast or slow")) == "speed must be fast or slow, got 3"
+
+
+def test_the_command_line_message_of_a_long_prompt_or_an_unmaskable_method_says_what_to_pass():
+    from snapkv_cli import errors as e
+    from snapkv_cli.cli.errors import message
+
+    assert message(e.PromptTooLong(9000, 8000)) == ("the prompt has 9000 tokens but at most 8000 fit: select pages "
+                                                    "with --pages, or pass --truncate middle|start|end")
+    assert message(e.PromptTooLong(9000, 8000, alternative=("qwen-long", 32768))) == \
+        "the prompt has 9000 tokens but at most 8000 fit: try --model qwen-long (32k) or --truncate middle"
+    assert message(e.UnsupportedAttention("ada", "sdpa", ("eager", "flash_attention_2"))) == (
+        "method 'ada' keeps a different number of tokens per KV head, which needs an attention mask that 'sdpa' "
+        "attention does not take: use --head-budgets uniform, or a model loaded with eager or flash_attention_2 "
+        "attention")
