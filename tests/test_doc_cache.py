@@ -542,3 +542,21 @@ def test_the_size_cap_comes_from_the_environment_when_it_is_a_whole_number(monke
                              ("1.5", disk.DEFAULT_CAP_MB), ("lots", disk.DEFAULT_CAP_MB)):
         monkeypatch.setenv("SNAPKV_DOC_CACHE_MB", value)
         assert disk.DocCache().max_bytes == megabytes * 2**20, value
+
+
+def test_chat_says_when_it_rebuilt_a_damaged_entry_or_did_not_store_the_prefix(notes, tiny_model_path):
+    def chat_lines(*args, env=None) -> list[str]:
+        result = runner.invoke(cli.app, ["chat", *args, "--model", tiny_model_path, *SMALL, "--cache-docs"],
+                               env=env, input=QUESTION + "\n")
+        assert result.exit_code == 0, (result.stderr, result.exception)
+        return result.stderr.splitlines()
+
+    (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    _damage_empty(Path(first["doc_cache"]["path"]))
+    lines = chat_lines(notes)
+    assert " prompt tokens prefilled in " in lines[0]
+    assert lines[1].startswith("document cache: the entry was rebuilt (unreadable file")
+
+    field_notes = Path(__file__).parent.parent / "examples" / "field_notes.txt"  # about 2.4 MB of prefix KV here
+    lines = chat_lines(str(field_notes), env={"SNAPKV_DOC_CACHE_MB": "1"})
+    assert lines[1].startswith("document cache: not stored: ") and "more than the cache cap of 1 MB" in lines[1]
