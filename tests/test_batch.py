@@ -1341,6 +1341,7 @@ def test_the_batch_progress_says_what_was_skipped_failed_and_died_then_the_summa
     progress = BatchProgress(console, output="out.jsonl")
     progress.started(summary)
     assert "0/3 questions · 0/2 documents · - tok/s" in _bar_text(progress)
+    assert len(_bar_text(progress).split("ETA")[1].split()) == 1  # the time left, and no status before the first
     progress.progress("[b]page[/b] " + "x" * 60)  # cut at 60 characters, markup shown as written
     shown = "[b]page[/b] " + "x" * 48
     assert shown in _bar_text(progress) and shown + "x" not in _bar_text(progress)

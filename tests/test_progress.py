@@ -382,3 +382,15 @@ def test_a_log_s_due_line_comes_within_about_a_second_even_with_a_longer_interva
     waited = time.monotonic() - begun
     view.stop()
     assert re.fullmatch(STAMP + r"Loading model\.\.\. \(10 s\)\n", out.getvalue()) and waited < 1.7
+
+
+def test_a_streamed_answer_is_written_stripped_with_its_inner_spaces_kept():
+    import io
+
+    from snapkv_cli.cli.presenters import AnswerStream
+
+    out = io.StringIO()
+    stream = AnswerStream(out)
+    for chunk in ["\n ", " Duncan", "  ", "Hale", " \n", "repaired it.", " \n\n"]:
+        stream(chunk)
+    assert out.getvalue() == "Duncan  Hale \nrepaired it."  # the trailing spaces held back, never written
