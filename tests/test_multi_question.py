@@ -291,6 +291,23 @@ def test_a_questions_file_is_utf8_whatever_the_locale_says(tmp_path):
     assert questions == ["Qui a écrit ça ?"]
 
 
+def test_a_questions_file_is_utf8_under_an_ascii_locale_set_while_running(tmp_path):
+    """The same as above within this process: a C (ASCII) locale set at run time does not change how it reads."""
+    import locale
+
+    from snapkv_cli.cli.inputs import read_questions
+
+    path = tmp_path / "questions.txt"
+    path.write_text("Qui a écrit ça ?\n", encoding="utf-8")
+    before = locale.setlocale(locale.LC_CTYPE)
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C")
+        assert locale.getpreferredencoding(False).lower() != "utf-8"  # the locale itself would not read it right
+        assert read_questions(str(path)) == ["Qui a écrit ça ?"]
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+
+
 def test_questions_that_cannot_be_read_say_what_is_wrong(tmp_path):
     import io
 
