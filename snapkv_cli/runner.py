@@ -57,7 +57,7 @@ class Runner:
     def with_options(self, options: RunOptions) -> Runner:
         """A runner with ``options`` that shares this one's loaded model, document cache and presenter: for options
         that change only how documents become prompts (``pages``, ``template``, ``truncate``: a batch job's own)."""
-        runner = Runner(options, self.presenter, load_model=self._load_model)
+        runner = Runner(options, self.presenter)  # never loads: it is handed this one's model
         runner._loaded, runner._doc_cache = self.loaded, self.doc_cache  # loads the model if not yet loaded
         return runner
 
