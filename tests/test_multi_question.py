@@ -480,6 +480,45 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
     assert answers.getvalue().count("\n") == 1 and "> " not in answers.getvalue()
 
 
+class _Pipe:
+    """A stdin that is no terminal and cannot say so: ``lines`` then the end of input."""
+
+    def __init__(self, lines):
+        self.lines = list(lines)
+
+    def readline(self):
+        return self.lines.pop(0) if self.lines else ""
+
+
+@pytest.mark.parametrize("closed", [False, True])
+def test_chat_on_a_stdin_that_cannot_tell_it_is_a_terminal_shows_no_prompt(loaded, notes, closed):
+    """A stdin without ``isatty`` (or whose ``isatty`` fails, as a closed file's does) is read as a pipe: no ``> ``
+    prompt and no keys to tell."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from snapkv_cli.cli.chat import run_chat
+    from snapkv_cli.cli.presenters import ChatPresenter
+    from snapkv_cli.runner import Runner, RunOptions
+
+    stdin = _Pipe([QUESTIONS[0] + "\n"])
+    if closed:
+        closed_file = io.StringIO()
+        closed_file.close()
+        stdin.isatty = closed_file.isatty  # raises ValueError
+    errors, answers = io.StringIO(), io.StringIO()
+    settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
+    options = RunOptions(device="cpu", settings=settings, generation=GENERATION_4)
+    console = Console(file=errors, width=200)
+    runner = Runner(options, ChatPresenter(console, out=answers), load_model=lambda *args, **kwargs: loaded)
+    assert run_chat(runner, load_document(notes), stdin=stdin) == 0
+    assert re.search(r" prompt tokens prefilled in \d+\.\d\ds\. Ask a question\.\n", errors.getvalue())
+    assert "> " not in errors.getvalue()
+    assert answers.getvalue().count("\n") == 1
+
+
 def test_the_panel_of_several_questions_tells_the_document_prefill_and_each_answer_time(notes, tiny_model_path):
     result = runner.invoke(cli.app, ["ask", notes, "-Q", QUESTIONS[0], "-Q", QUESTIONS[1], "--model",
                                      tiny_model_path, *SMALL, "--json"])
