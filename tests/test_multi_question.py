@@ -585,3 +585,19 @@ def test_a_chat_error_is_printed_as_written_without_colours_even_on_a_terminal()
     message = "Error: the question has 4096 tokens [b]too many[/b] for 'x'"
     presenter.failed(message, 0)
     assert console.file.getvalue() == message + "\n"  # no markup read, no number highlighted, not wrapped
+
+
+def test_chat_prepares_the_prefix_a_one_character_question_uses_even_when_the_document_is_truncated(
+        short_context_model_path, tmp_path):
+    """A truncated document leaves a longer question a shorter prefix; the one chat prepares before the first
+    question is the shortest question's, so a one-character question reuses it as it is."""
+    import re
+
+    long = tmp_path / "long.txt"
+    long.write_text("The keeper logged the weather at dawn and at dusk. " * 40, encoding="utf-8")  # > 512 tokens
+    result = ok("chat", str(long), "--model", short_context_model_path, *SMALL, "--truncate", "middle", "--json",
+                input="?\n")
+    said = re.search(r": (\d+) prompt tokens prefilled in ", result.stderr.splitlines()[0])
+    answer = json.loads(result.stdout.splitlines()[0])
+    assert answer["prompt"]["truncated_document_tokens"] > 0
+    assert answer["prefix"] == {"tokens": int(said.group(1)), "source": "memory", "seconds": 0.0}
