@@ -47,6 +47,8 @@ def deadline(request):
     test gets a SIGINT, which :func:`pytest_runtest_call` below turns into this test's failure instead of an
     interrupted session."""
     timers = []
+    # Ctrl-C's own handler, even where the test process was started with SIGINT ignored (a background job)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def start(seconds: float) -> None:
         def expire() -> None:
@@ -60,6 +62,7 @@ def deadline(request):
     yield start
     for timer in timers:
         timer.cancel()
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.hookimpl(wrapper=True)
