@@ -787,8 +787,9 @@ def llamacpp_table(path: str) -> str:
     said = "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings)
     loads = [run["load_average"][0] for run in runs if run.get("load_average")]
     rounds = len({run["round"] for run in runs})
+    extensions = ", ".join(llamacpp_bench.vector_extensions(theirs["system_info"])) or "no AVX2"
     return (f"snapkv-cli: `snapkv ask` with its defaults ({said}); llama.cpp: llama-cpp-python "
-            f"{theirs['llama_cpp_python']} built from source (AVX-512, flash attention on) on "
+            f"{theirs['llama_cpp_python']} built from source ({extensions}, flash attention on) on "
             f"`{report['gguf']['file']}`, the file the built-in model is converted from. {rounds} rounds, fresh "
             f"processes, median (min-max); "
             f"load average during the runs {min(loads):.1f}-{max(loads):.1f}.\n\n"

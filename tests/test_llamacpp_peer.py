@@ -66,3 +66,15 @@ def test_paired_ratios_compare_the_same_round():
     assert row["snapkv_over_llamacpp"]["prefill_tokens_per_s"]["max"] == 4.0
     assert row["snapkv_over_llamacpp"]["decode_tokens_per_s"]["min"] == 0.5
     assert row["snapkv_over_llamacpp"]["decode_tokens_per_s"]["max"] == 2.0
+
+
+@pytest.mark.parametrize(("system_info", "expected"), [
+    ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | OPENMP = 1 |",
+     ["AVX2"]),
+    ("CPU : SSE3 = 1 | AVX = 1 | AVX_VNNI = 1 | AVX2 = 1 | FMA = 1 | AVX512 = 1 | AVX512_VBMI = 1 | "
+     "AVX512_VNNI = 1 | AVX512_BF16 = 1 | REPACK = 1 |", ["AVX2", "AVX512", "AVX512_VNNI", "AVX512_BF16"]),
+    ("CPU : SSE3 = 1 | AVX2 = 0 | AVX512 = 0 |", []),
+])
+def test_the_table_names_the_vector_extensions_the_llama_cpp_build_used(system_info, expected):
+    # two system-info lines as llama-cpp-python 0.3.36 printed them on an AVX2-only host and an AVX-512 one
+    assert bench.vector_extensions(system_info) == expected

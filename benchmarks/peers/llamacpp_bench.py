@@ -182,6 +182,20 @@ def summarize(runs: list[dict]) -> list[dict]:
     return rows
 
 
+VECTOR_EXTENSIONS = ("AVX2", "AVX512", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8")
+
+
+def vector_extensions(system_info: str) -> list[str]:
+    """The x86 vector extensions a llama.cpp build computes with, read from its system info
+    (``"CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | ..."``): the build takes every one the machine it was built on has."""
+    on = set()
+    for part in system_info.split("|"):
+        name, _, value = part.rpartition("=")
+        if value.strip() == "1":
+            on.add(name.rpartition(":")[2].strip())
+    return [name for name in VECTOR_EXTENSIONS if name in on]
+
+
 def markdown(rows: list[dict], model: str) -> str:
     def cell(stats: dict, digits: int = 1) -> str:
         return f"{stats['median']:.{digits}f} ({stats['min']:.{digits}f}-{stats['max']:.{digits}f})"
