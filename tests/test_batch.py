@@ -26,6 +26,7 @@ from snapkv_cli.batch.output import AnswerFile, encode
 from snapkv_cli.errors import BadJob, OutputInUse, UserError
 from snapkv_cli.presenters import BatchPresenter
 from tests.example_writer import make_examples
+from tests.fake_ray import FakeRay
 from tests.helpers import assert_user_error, record_loaded_forwards
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -890,26 +891,6 @@ def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path,
     assert_user_error(result, "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'")
 
 
-class FakeRay:
-    """Just enough of ``ray`` for choosing the actors' resources: a cluster of ``nodes`` (CPUs, GPUs) each."""
-
-    def __init__(self, *nodes: tuple):
-        """Each node: (CPUs, GPUs) or (CPUs, GPUs, alive); a node that has just died still counts in the totals."""
-        self.node_list = [{"Alive": alive[0] if alive else True,  # as Ray, resources it has none of are left out
-                           "Resources": {**({"CPU": cpus} if cpus else {}), **({"GPU": gpus} if gpus else {})}}
-                          for cpus, gpus, *alive in nodes]
-
-    def cluster_resources(self) -> dict:
-        total: dict = {}
-        for node in self.node_list:
-            for name, count in node["Resources"].items():
-                total[name] = total.get(name, 0) + count
-        return total
-
-    def nodes(self) -> list[dict]:
-        return self.node_list
-
-
 @pytest.mark.parametrize("nodes, device, workers, expected", [
     # one actor per GPU, each seeing only its own device
     ([(16, 4), (16, 4)], "auto", None, (8, {"num_gpus": 1, "num_cpus": 1}, "auto")),
@@ -1103,23 +1084,6 @@ def test_a_local_batch_loads_its_model_once(corpus, tiny_model_path):
     assert loads == [tiny_model_path] and summary.answered == 4
 
 
-class StartingRay(FakeRay):
-    """A ``ray`` that this process has not joined yet: ``init`` records its arguments, or fails with ``error``."""
-
-    def __init__(self, *nodes, error: BaseException | None = None):
-        super().__init__(*nodes)
-        self.error, self.calls, self.initialized = error, [], False
-
-    def is_initialized(self) -> bool:
-        return self.initialized
-
-    def init(self, **arguments) -> None:
-        self.calls.append(arguments)
-        if self.error is not None:
-            raise self.error
-        self.initialized = True
-
-
 @pytest.mark.parametrize("address, environment, dashboard", [
     (None, None, {"include_dashboard": False}),  # a Ray of its own, started here: no dashboard
     ("10.0.0.5:6379", None, {}), (None, "10.0.0.7:6379", {})])
@@ -1135,12 +1099,13 @@ def test_ray_is_joined_or_started_quietly(monkeypatch, address, environment, das
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
     else:
         monkeypatch.setenv("RAY_ADDRESS", environment)
-    fake = StartingRay((2, 0))
+    fake = FakeRay((2, 0))
     monkeypatch.setitem(sys.modules, "ray", fake)
     executor = RayExecutor(RunOptions(), address=address)
     assert executor._connect(fake) is True
-    assert fake.calls == [{"address": address, "logging_level": logging.ERROR, "log_to_driver": False, **dashboard}]
-    assert executor._connect(fake) is False and len(fake.calls) == 1
+    assert fake.init_calls == [{"address": address, "logging_level": logging.ERROR, "log_to_driver": False,
+                                **dashboard}]
+    assert executor._connect(fake) is False and len(fake.init_calls) == 1
 
 
 @pytest.mark.parametrize("error", [ConnectionError("no cluster\n  answers there"),
@@ -1156,7 +1121,7 @@ def test_a_ray_that_cannot_be_joined_is_a_user_error(monkeypatch, error, address
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
     else:
         monkeypatch.setenv("RAY_ADDRESS", environment)
-    fake = StartingRay((2, 0), error=error)
+    fake = FakeRay((2, 0), init_error=error)
     monkeypatch.setitem(sys.modules, "ray", fake)
     with pytest.raises(UserError) as caught:
         RayExecutor(RunOptions(), address=address)._connect(fake)
@@ -1198,18 +1163,11 @@ def test_a_ray_that_fails_to_import_says_why(monkeypatch, tmp_path):
     assert str(caught.value) == "running on Ray needs Ray, but it is not installed: pip install 'snapkv-cli[ray]'"
 
 
-class FailingRay(StartingRay):
-    """A Ray whose actors cannot be created (the cluster went away): records whether it was shut down."""
-
-    def __init__(self, *nodes, initialized: bool):
-        super().__init__(*nodes)
-        self.initialized, self.shut_down = initialized, False
+class FailingRay(FakeRay):
+    """A Ray whose actors cannot be created (the cluster went away)."""
 
     def remote(self, cls):
         raise ConnectionError("the cluster went away")
-
-    def shutdown(self) -> None:
-        self.shut_down = True
 
 
 @pytest.mark.parametrize("joined_before", [False, True])
@@ -1224,12 +1182,10 @@ def test_a_ray_started_for_a_batch_is_shut_down_at_its_end(monkeypatch, joined_b
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     fake = FailingRay((2, 0), initialized=joined_before)
     monkeypatch.setitem(sys.modules, "ray", fake)
-    monkeypatch.setitem(sys.modules, "ray.exceptions", type(sys)("ray.exceptions"))
-    sys.modules["ray.exceptions"].RayActorError = type("RayActorError", (Exception,), {})
     out = StreamOutput(io.StringIO())
     with pytest.raises(ConnectionError, match="the cluster went away"):
         run_batch([Job("a", "a.txt", ("Who?",))], RayExecutor(RunOptions(), workers=1), out)
-    assert fake.shut_down is not joined_before and len(fake.calls) == (0 if joined_before else 1)
+    assert fake.shutdowns == (0 if joined_before else 1) and len(fake.init_calls) == (0 if joined_before else 1)
     assert out.stream.getvalue() == ""
 
 

@@ -1,19 +1,26 @@
-"""``snapkv batch --ray`` on a local Ray cluster (2 CPUs, 2 actors, a tiny model): the same lines as a run in one
-process, and every answer exactly once when an actor is killed in the middle of a document.
+"""``snapkv batch --ray``: the same lines as a run in one process, and every answer exactly once when an actor dies in
+the middle of a document, a document kills every actor given it, or no actor is left.
 
-Ray comes with the test extra, so these tests always run. Each actor runs one thread, like the in-process run here,
-so the floating-point work and so the answers are the very same.
+Each case runs twice: on a local Ray cluster (2 CPUs, 2 actors, a tiny model), and on the in-process stand-in of
+``tests/fake_ray.py``, which also shows which actors the executor asked for, what it gave each and what it ended
+(under a second a case, where the cluster takes 20-30 s). Ray comes with the test extra, so these tests always run.
+Each actor runs one thread, like the in-process run here, so the floating-point work and so the answers are the
+very same.
 """
 
 from __future__ import annotations
 
 import io
+import logging
+import sys
+from pathlib import Path
 
 import pytest
 import ray
 
 from snapkv_cli.batch.driver import run_batch
 from snapkv_cli.batch.jobs import Job
+from snapkv_cli.batch.lines import describe_error, error_line
 from snapkv_cli.batch.local import LocalExecutor
 from snapkv_cli.batch.output import AnswerFile, StreamOutput
 from snapkv_cli.batch.ray_executor import RayExecutor
@@ -21,6 +28,7 @@ from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.presenters import BatchPresenter
 from snapkv_cli.runner import RunOptions
+from tests.fake_ray import ActorDied, FakeRay
 from tests.test_batch import NOTES, QUESTIONS, comparable, jsonl
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -37,8 +45,6 @@ def finishes_in_time(deadline):
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray with 2 CPUs for this module (the executor joins it rather than starting its own)."""
-    import logging
-
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     yield
     ray.shutdown()
@@ -129,18 +135,18 @@ class WorkerMessages(BatchPresenter):
 
 class Kill(WorkerMessages):
     """Kills the actor that has just answered a document's first question, while its second is on the way, on each
-    of the first ``times`` documents answered."""
+    of the first ``times`` documents answered (with ``kill``: Ray's, or a stand-in's)."""
 
-    def __init__(self, times: int):
+    def __init__(self, times: int, kill=ray.kill):
         super().__init__()
         self.executor: RayExecutor | None = None
-        self.times, self.killed = times, []
+        self.times, self.kill, self.killed = times, kill, []
 
     def recorded(self, line: dict, summary) -> None:
         if len(self.killed) < self.times and line.get("question_index") == 0 and line["id"] not in self.killed:
             actor = self.executor.assignments().get(line["id"])
             if actor is not None:
-                ray.kill(actor, no_restart=True)
+                self.kill(actor, no_restart=True)
                 self.killed.append(line["id"])
 
 
@@ -265,3 +271,216 @@ def test_when_every_actor_has_died_the_rest_fails(cluster, jobs, options, tmp_pa
     assert all(line["error"] == "every Ray worker died; no worker is left to answer" for line in lines)
     assert presenter.messages == [f"Ray worker {number} died while loading the model" for number in (1, 2, 3)]
     assert (summary.worker_failures, summary.failed, summary.answered, summary.documents_done) == (3, 4, 0, 2)
+
+
+# ------------------------------------------------------------------------- the same cases on the in-process stand-in
+@pytest.fixture
+def stand_in(monkeypatch):
+    """Makes a :class:`~tests.fake_ray.FakeRay` (a local one of 2 CPUs unless nodes are given) the ``ray`` the
+    executor imports."""
+
+    def make(*nodes, **options) -> FakeRay:
+        fake = FakeRay(*(nodes or [(2, 0)]), **options)
+        monkeypatch.setitem(sys.modules, "ray", fake)
+        return fake
+
+    return make
+
+
+def calls_by_actor(fake: FakeRay) -> list[list[str]]:
+    return [[name for name, _ in actor.calls] for actor in fake.actors]
+
+
+def test_stand_in_two_actors_answer_like_one_process(stand_in, jobs, options, local_lines, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    fake = stand_in()
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    executor = RayExecutor(options, workers=2)
+    summary = run_batch(jobs, executor, out, presenter)
+    lines = jsonl(out.stream.getvalue())
+    for line in lines:  # every answer once, each document prefilled once for both questions, as in one process
+        assert same_answer(line) == same_answer(local_lines[(line["id"], line["question"])])
+    assert len(lines) == len(local_lines)
+    # a Ray of its own, quiet, ended with the run; two actors of one CPU each on the 2-CPU node, each made with the
+    # run's options, loading the model first, then taking a document and its two questions at a time
+    assert fake.init_calls == [{"address": None, "logging_level": logging.ERROR, "log_to_driver": False,
+                                "include_dashboard": False}]
+    assert fake.shutdowns == 1 and not fake.initialized
+    assert [(actor.options, actor.args, actor.kwargs) for actor in fake.actors] == [
+        ({"num_cpus": 1}, (options,), {"describe": describe_error})] * 2
+    for names in calls_by_actor(fake):
+        assert names[0] == "load" and names[1:] == ["open", "answer", "answer"] * ((len(names) - 1) // 3)
+    assert sorted(len(names) for names in calls_by_actor(fake)) == [1 + 3 * 3] * 2  # three documents each
+    given = [(args[0].id, args[1].text, args[2]) for actor in fake.actors for name, args in actor.calls
+             if name == "open"]
+    assert sorted(given) == sorted((job.id, Path(job.document).read_text().strip(), 2) for job in jobs)
+    answers = [args for actor in fake.actors for name, args in actor.calls if name == "answer"]
+    assert sorted(answers) == sorted((index, question) for _ in jobs for index, question in enumerate(QUESTIONS))
+    assert fake.killed == [1, 2] and executor.slots == [] and executor.assignments() == {}
+    # what the user is told while it runs
+    assert presenter.said[:2] == ["Starting Ray...", "Loading the model on 2 Ray workers..."]
+    assert [message for message in presenter.said if message.startswith("Reading ")] == [
+        f"Reading {job.document}..." for job in jobs]
+    done = [int(message.split()[0]) for message in presenter.said if message.endswith(" documents on 2 Ray workers...")]
+    assert done[0] == 0 and done == sorted(done) and done[-1] == 5 and presenter.messages == []
+    assert all(message.endswith(" of 6 documents on 2 Ray workers...") for message in presenter.said
+               if message[0].isdigit())
+    assert (summary.workers, summary.answered, summary.failed, summary.worker_failures, summary.documents_done) == (
+        2, 12, 0, 0, 6)
+
+
+def test_stand_in_a_ray_joined_already_is_left_running(stand_in, jobs, options):
+    fake = stand_in(initialized=True)
+    summary = run_batch(jobs[:1], RayExecutor(options, workers=1), StreamOutput(io.StringIO()))
+    assert fake.init_calls == [] and fake.shutdowns == 0 and fake.initialized
+    assert fake.killed == [1] and summary.answered == 2  # its actors are ended all the same
+
+
+def test_stand_in_killed_actors_lose_no_answer_and_duplicate_none(stand_in, jobs, options, local_lines):
+    fake = stand_in()
+    failed_at = []  # where in the cluster's calls the executor learnt of each death
+
+    class KillAndMark(Kill):
+        def worker_failed(self, message: str, summary) -> None:
+            super().worker_failed(message, summary)
+            failed_at.append(len(fake.calls))
+
+    presenter = KillAndMark(times=2, kill=fake.kill)
+    presenter.executor = RayExecutor(options, workers=2)
+    out = StreamOutput(io.StringIO())
+    summary = run_batch(jobs, presenter.executor, out, presenter)
+    lines = jsonl(out.stream.getvalue())
+    assert_same_lines(lines, local_lines)
+    assert len(presenter.killed) == 2 and (summary.answered, summary.failed, summary.worker_failures) == (12, 0, 2)
+    documents = {job.id: job.document for job in jobs}
+    # each killed actor is named with its document, and a fresh one (3, then 4) takes its place
+    assert presenter.messages == [f"Ray worker {number} died on {documents[killed]}; its 1 unanswered question(s) go "
+                                  "to another worker" for number, killed in zip(fake.killed[:2], presenter.killed)]
+    assert [actor.number for actor in fake.actors] == [1, 2, 3, 4]
+    # the question left goes to another worker, before any document not started yet, and that worker prefills
+    # its document for that one question (no prefix)
+    for killed, mark in zip(presenter.killed, failed_at):
+        next_open = next(args[0].id for _, name, args in fake.calls[mark:] if name == "open")
+        assert next_open == killed
+        takers = [actor.number for actor in fake.actors for name, args in actor.calls
+                  if name == "open" and args[0].id == killed]
+        assert len(takers) == 2 and takers[0] in fake.killed[:2] and takers[1] not in fake.killed[:2]
+        retried = next(line for line in lines if line["id"] == killed and line["question_index"] == 1)
+        assert retried["prefix"]["seconds"] == 0.0
+    assert sorted(fake.killed[2:]) == [3, 4]  # the survivors, ended with the run (the dead ones are gone)
+
+
+@pytest.mark.parametrize("max_attempts", [1, 2, 3])
+def test_stand_in_a_document_that_kills_every_worker_is_tried_max_attempts_times(stand_in, jobs, options, tmp_path,
+                                                                                 max_attempts):
+    from snapkv_cli.errors import PromptTooLong
+
+    def describe_or_die(error: BaseException) -> str:
+        if isinstance(error, PromptTooLong):
+            raise ActorDied  # the actor's process dies as a crashed worker would
+        return describe_error(error)
+
+    fake = stand_in()
+    fatal = tmp_path / "fatal.txt"
+    fatal.write_text(NOTES * 60)  # longer than the tiny model's context: its prompt cannot be built
+    batch = [Job("fatal", str(fatal), tuple(QUESTIONS)), *jobs[:2]]
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    summary = run_batch(batch, RayExecutor(options, workers=2, describe=describe_or_die, max_attempts=max_attempts),
+                        out, presenter)
+    lines = jsonl(out.stream.getvalue())
+    fatal_lines = [line for line in lines if line["id"] == "fatal"]
+    assert [line["question"] for line in fatal_lines] == list(QUESTIONS)
+    assert all(line["error"] == f"{max_attempts} workers died answering this document; not tried again"
+               for line in fatal_lines)
+    opened = [actor.number for actor in fake.actors for name, args in actor.calls if name == "open"
+              and args[0].id == "fatal"]
+    assert len(opened) == len(set(opened)) == max_attempts  # each try on another actor
+    assert presenter.messages == [
+        *[f"Ray worker {number} died on {fatal}; its 2 unanswered question(s) go to another worker"
+          for number in opened[:-1]],
+        f"Ray worker {opened[-1]} died on {fatal}, its last try ({max_attempts} workers died on it)"]
+    assert (summary.worker_failures, summary.answered, summary.failed) == (max_attempts, 4, 2)
+
+
+def test_stand_in_a_model_that_cannot_load_stops_the_batch(stand_in, jobs, options, tmp_path):
+    from dataclasses import replace
+
+    from snapkv_cli.errors import UserError
+
+    fake = stand_in()
+    missing = str(tmp_path / "no-model")
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    with pytest.raises(UserError) as caught:
+        run_batch(jobs[:2], RayExecutor(replace(options, model=missing), workers=1), out, presenter)
+    assert missing in str(caught.value) and out.stream.getvalue() == ""
+    assert presenter.said == ["Starting Ray...", "Loading the model on 1 Ray worker...",
+                              "0 of 2 documents on 1 Ray worker..."]
+    assert fake.killed == [1] and fake.shutdowns == 1  # the actor and the Ray started for the run are ended
+
+
+@pytest.mark.parametrize("workers, max_attempts", [(1, 2), (2, 1)])
+def test_stand_in_when_every_actor_has_died_the_rest_fails(stand_in, jobs, options, tmp_path, workers, max_attempts):
+    from dataclasses import replace
+
+    def die(error: BaseException) -> str:
+        raise ActorDied
+
+    fake = stand_in()
+    executor = RayExecutor(replace(options, model=str(tmp_path / "no-model")), workers=workers, describe=die,
+                           max_attempts=max_attempts)
+    out, presenter = StreamOutput(io.StringIO()), WorkerMessages()
+    summary = run_batch(jobs[:2], executor, out, presenter)
+    lines = jsonl(out.stream.getvalue())
+    assert [(line["id"], line["question"]) for line in lines] == [
+        (job.id, question) for job in jobs[:2] for question in job.questions]
+    assert all(line["error"] == "every Ray worker died; no worker is left to answer" for line in lines)
+    started = workers * (1 + max_attempts)  # the first ones, and workers x max_attempts in their places
+    assert presenter.messages == [f"Ray worker {number} died while loading the model"
+                                  for number in range(1, started + 1)]
+    assert [actor.number for actor in fake.actors] == list(range(1, started + 1))
+    assert (summary.worker_failures, summary.failed, summary.answered, summary.documents_done) == (started, 4, 0, 2)
+
+
+def test_stand_in_a_document_that_cannot_be_read_is_failed_on_the_driver(stand_in, jobs, options):
+    fake = stand_in()
+    missing = jobs[0].document + ".missing"
+    batch = [Job("gone", missing, tuple(QUESTIONS)), *jobs[:2]]
+    out = StreamOutput(io.StringIO())
+    summary = run_batch(batch, RayExecutor(options, workers=2), out)
+    lines = jsonl(out.stream.getvalue())
+    assert [line["question"] for line in lines if line["id"] == "gone"] == list(QUESTIONS)
+    assert all("file not found" in line["error"] for line in lines if line["id"] == "gone")
+    assert not any(args[0].id == "gone" for actor in fake.actors for name, args in actor.calls if name == "open")
+    assert (summary.answered, summary.failed, summary.documents_done) == (4, 2, 3)
+
+
+class StandInWorker:
+    """Answers every question with an error line naming the device it was given (no model)."""
+
+    def __init__(self, options: RunOptions, *, describe):
+        self.device = options.device
+
+    def load(self) -> None:
+        return None
+
+    def open(self, job: Job, document, questions: int) -> None:
+        self.job = job
+
+    def answer(self, index: int, question: str) -> dict:
+        return error_line(self.job, index, question, f"on {self.device}")
+
+
+@pytest.mark.parametrize("nodes, device, expected", [
+    ([(16, 2)], "cuda:1", (2, {"num_gpus": 1, "num_cpus": 1}, "cuda")),  # each actor sees only its own GPU
+    ([(16, 2)], "auto", (2, {"num_gpus": 1, "num_cpus": 1}, "auto")),
+    ([(8, 0), (4, 0)], "auto", (2, {"num_cpus": 4}, "auto"))])
+def test_stand_in_actors_get_the_resources_and_device_chosen(stand_in, jobs, options, nodes, device, expected):
+    from dataclasses import replace
+
+    fake = stand_in(*nodes, worker=StandInWorker)
+    out = StreamOutput(io.StringIO())
+    summary = run_batch(jobs[:3], RayExecutor(replace(options, device=device)), out)
+    workers, resources, given = expected
+    assert summary.workers == workers and len(fake.actors) == workers
+    assert all(actor.options == resources for actor in fake.actors)
+    assert {line["error"] for line in jsonl(out.stream.getvalue())} == {f"on {given}"}

@@ -4,8 +4,8 @@ Each actor is a :class:`~.worker.BatchWorker` with ``num_gpus=1`` where the clus
 device), else a CPU actor with an even share of the cluster's CPUs (Ray sets its threads to that share). The driver
 reads each document, gives it to an idle actor with its questions, and records every answer as it comes back: the
 output is written once, in one place, resumable as in a local run. An actor that dies mid-document loses nothing:
-its unanswered questions go to another actor (``max_attempts`` tries per document in all), a fresh actor takes its
-place, and the summary counts the failure.
+its unanswered questions go to another actor before any document not started yet (``max_attempts`` tries per
+document in all), a fresh actor takes its place, and the summary counts the failure.
 
 Ray is an optional extra (``pip install 'snapkv-cli[ray]'``); it is imported only here, only when used.
 """
@@ -36,6 +36,10 @@ def import_ray():
         raise RayUnavailable("it is not installed" if missing in ("ray", None) else f"importing it failed ({error})") \
             from None
     return ray
+
+
+def ray_workers(count: int) -> str:
+    return f"{count} Ray worker{'s' * (count != 1)}"
 
 
 @dataclass
@@ -140,7 +144,7 @@ class RayExecutor(Executor):
             actor = worker_class.remote(options, describe=self.describe)
             return Slot(started, actor, loading=actor.load.remote())
 
-        recorder.status(f"Loading the model on {self.workers} Ray worker{'s' * (self.workers > 1)}...")
+        recorder.status(f"Loading the model on {ray_workers(self.workers)}...")
         self.slots = [start() for _ in range(self.workers)]
         restarts_left = self.workers * self.max_attempts
         queue = deque(tasks)
@@ -186,7 +190,7 @@ class RayExecutor(Executor):
             if not waiting:
                 return
             recorder.status(f"{recorder.summary.documents_done} of {recorder.summary.documents} documents on "
-                            f"{len(self.slots)} Ray workers...")
+                            f"{ray_workers(len(self.slots))}...")
             (ready, *_), _ = ray.wait(list(waiting), num_returns=1)
             slot = waiting[ready]
             if slot.loading is not None:
