@@ -115,7 +115,10 @@ def setup_cfg(mutated: list[str], tests: list[str]) -> str:
              "    CONTRIBUTING.md", "    pyproject.toml",
              "pytest_add_cli_args_test_selection=", *[f"    {test}" for test in tests],
              "pytest_add_cli_args=", "    -m", "    not slow", "    -p", "    no:cacheprovider",
-             "timeout_multiplier=5.0"]
+             "timeout_multiplier=5.0",
+             # each mutant's tests in a process forked from a server that never ran a test: forked from a process
+             # that had (mutmut's default), ray.init finds gRPC's state from before the fork and waits forever
+             "process_isolation=forkserver"]
     return "\n".join(lines) + "\n"
 
 
