@@ -152,3 +152,11 @@ def conversions(monkeypatch, tiny_model_path):
 
     monkeypatch.setattr(conversion, "convert_gguf", fake_convert)
     return seen
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under mutation testing (mutmut names the mutant in ``MUTANT_UNDER_TEST`` and stops at a mutant's first failing
+    test), the tests that start a real Ray cluster (20-30 s each) run after the others, which catch most mutants of
+    the batch code in about a second each. The order of the rest is kept."""
+    if os.environ.get("MUTANT_UNDER_TEST"):
+        items.sort(key=lambda item: "cluster" in getattr(item, "fixturenames", ()))
