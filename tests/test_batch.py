@@ -314,6 +314,21 @@ def test_output_resumes_and_repairs_an_unfinished_last_line(tmp_path):
     assert path.read_bytes() == whole + encode(answer("c", "Q1"))
 
 
+def test_output_resumes_a_file_of_several_mebibytes(tmp_path, deadline):
+    """A long batch's output is read whole, however it falls into the reader's chunks (1 MiB each), and in bounded
+    time: 2.5 MiB of lines with answers of 1,000 characters."""
+    deadline(10)
+    path = tmp_path / "out.jsonl"
+    lines = [{**answer(f"doc{number}", "Q1"), "answer": "y" * 1000} for number in range(2600)]
+    whole = b"".join(encode(line) for line in lines)
+    assert len(whole) > 2.5 * (1 << 20)
+    path.write_bytes(whole)
+    out = AnswerFile(str(path))
+    assert out.answered == {(f"doc{number}", "Q1") for number in range(2600)} and out.repaired_bytes == 0
+    out.close()
+    assert path.read_bytes() == whole
+
+
 def test_output_refuses_a_foreign_file_and_a_second_writer(tmp_path):
     foreign = tmp_path / "notes.txt"
     foreign.write_text("Dear diary,\nnot JSON\n")

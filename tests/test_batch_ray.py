@@ -441,15 +441,19 @@ def test_stand_in_when_every_actor_has_died_the_rest_fails(stand_in, jobs, optio
     assert (summary.worker_failures, summary.failed, summary.answered, summary.documents_done) == (started, 4, 0, 2)
 
 
-def test_stand_in_a_document_that_cannot_be_read_is_failed_on_the_driver(stand_in, jobs, options):
+@pytest.mark.parametrize("describe", [None, lambda error: f"described: {error}"])
+def test_stand_in_a_document_that_cannot_be_read_is_failed_on_the_driver(stand_in, jobs, options, describe):
+    """Its questions get error lines, worded by the executor's ``describe`` (by default the error's own message)."""
     fake = stand_in()
     missing = jobs[0].document + ".missing"
     batch = [Job("gone", missing, tuple(QUESTIONS)), *jobs[:2]]
     out = StreamOutput(io.StringIO())
-    summary = run_batch(batch, RayExecutor(options, workers=2), out)
+    executor = RayExecutor(options, workers=2, **({"describe": describe} if describe else {}))
+    summary = run_batch(batch, executor, out)
     lines = jsonl(out.stream.getvalue())
-    assert [line["question"] for line in lines if line["id"] == "gone"] == list(QUESTIONS)
-    assert all("file not found" in line["error"] for line in lines if line["id"] == "gone")
+    message = f"file not found: '{missing}'; check the path and spelling"
+    assert [(line["question"], line["error"]) for line in lines if line["id"] == "gone"] == [
+        (question, f"described: {message}" if describe else message) for question in QUESTIONS]
     assert not any(args[0].id == "gone" for actor in fake.actors for name, args in actor.calls if name == "open")
     assert (summary.answered, summary.failed, summary.documents_done) == (4, 2, 3)
 
