@@ -325,17 +325,43 @@ def test_synchronize_waits_for_the_given_cuda_device_only(monkeypatch):
     assert waited == [torch.device("cuda", 1)]
 
 
-def test_tensors_go_to_the_models_device_whatever_torchs_default_device():
-    """Prompt chunks and decode positions are made on the model's device: a default device set elsewhere (here
-    ``meta``, where nothing can be computed) changes nothing."""
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_tensors_go_to_the_models_device_whatever_torchs_default_device(temperature):
+    """Prompt chunks, decode positions and sampled tokens are made on the model's device: a default device set
+    elsewhere (here ``meta``, where nothing can be computed) changes nothing."""
     model = tiny_model("llama")
     ids = prompt_ids(60, seed=3)[0].tolist()
     settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
-    options = GenerationOptions(max_new_tokens=5, stop_at_eos=False, prefill_chunk=25)
+    options = GenerationOptions(max_new_tokens=5, stop_at_eos=False, prefill_chunk=25, temperature=temperature,
+                                seed=2)
     expected = generate_answer(model, DigitTokenizer(), ids, settings, options)
     with torch.device("meta"):
         result = generate_answer(model, DigitTokenizer(), ids, settings, options)
     assert result.generated_ids == expected.generated_ids and len(expected.generated_ids) == 5
+
+
+def test_memory_goes_back_to_the_os_after_a_compressing_prefill_only(monkeypatch):
+    """Trimming the heap (glibc's ``malloc_trim``) takes time, and only a compressing prefill has something to give
+    back (the uncompressed layers it freed): a shared prefix stored whole, or a cache that is not this project's,
+    is not followed by one."""
+    from transformers.cache_utils import DynamicCache
+
+    import snapkv_cli.generation.generate as generate
+    from snapkv_cli.engine import SnapKVCache, prepare
+    from snapkv_cli.generation import prefill
+
+    trims = []
+    monkeypatch.setattr(generate, "return_freed_memory_to_os", lambda: trims.append("trim") or True)
+    model = prepare(tiny_model("llama"))
+    ids = prompt_ids(60, seed=3)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=30)
+    with torch.inference_mode():
+        prefill(model, ids, SnapKVCache(settings=settings, config=model.config), chunk_size=25)
+        assert trims == ["trim"]
+        build_prefix(model, ids, window_size=8)
+        prefill(model, ids, SnapKVCache(settings=settings, config=model.config), compress=False)
+        prefill(model, ids, DynamicCache(config=model.config))
+    assert trims == ["trim"]
 
 
 def test_a_prompt_with_nothing_to_prefill_is_refused():

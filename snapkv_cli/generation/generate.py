@@ -113,7 +113,9 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
     if temperature <= 0:
         return logits.argmax(dim=-1, keepdim=True)
     probabilities = torch.softmax(logits.float() / temperature, dim=-1)
-    return torch.multinomial(probabilities.cpu(), 1, generator=generator).to(logits.device)
+    # drawn with the CPU generator, so that a seed gives the same answer on every device; made on the logits' device
+    drawn = torch.multinomial(probabilities.cpu(), 1, generator=generator)
+    return torch.tensor(drawn.tolist(), device=logits.device)
 
 
 @dataclass(frozen=True)
