@@ -260,12 +260,13 @@ def table(results: Path = RESULTS) -> str:
     """docs/testing.md's table: per module, mutants by status; the score leaves out the equivalent survivors and
     counts a timeout as caught (the test run did not pass)."""
     equivalent = equivalent_mutants(results)
-    rows = ["| module | mutants | killed | timeout | survived | of which equivalent | score (non-equivalent) |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = ["| module | mutants | killed | timeout | survived | of which equivalent | score (non-equivalent) | "
+            "code mutated (commit) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for name in MODULES:
         statuses = module_statuses(name, results)
         if statuses is None:
-            rows.append(f"| {name} | not run | | | | | |")
+            rows.append(f"| {name} | not run | | | | | | |")
             continue
         counts = _counts(statuses)
         killed, timeout, survived = counts.get("killed", 0), counts.get("timeout", 0), counts.get("survived", 0)
@@ -274,8 +275,20 @@ def table(results: Path = RESULTS) -> str:
         score = f"{100 * (killed + timeout) / scored:.1f}%" if scored else "-"
         unchecked = counts.get("not checked", 0)
         total = f"{len(statuses)} ({unchecked} not checked yet)" if unchecked else str(len(statuses))
-        rows.append(f"| {name} | {total} | {killed} | {timeout} | {survived} | {equal} | {score} |")
+        rows.append(f"| {name} | {total} | {killed} | {timeout} | {survived} | {equal} | {score} | "
+                    f"{_runs_code(name, results)} |")
     return "\n".join(rows)
+
+
+def _runs_code(name: str, results: Path) -> str:
+    """The commit whose code the full run mutated, and its rerun's; the files, where they were not the group's files
+    of today (a run older than a move)."""
+    runs = [json.loads(path.read_text(encoding="utf-8")) for path in (results / f"{name}.json",
+                                                                     results / f"{name}.rerun.json") if path.exists()]
+    said = ", rerun ".join(f"`{run['commit'][:7]}`" for run in runs)
+    if runs[0]["mutated"] != MODULES[name][0]:
+        said += f" ({', '.join(runs[0]['mutated'])})"
+    return said
 
 
 def groups_table() -> str:
