@@ -126,6 +126,7 @@ def run_module(name: str, work_root: Path, max_children: int, mutants: list[str]
                earlier_seconds: float = 0) -> dict:
     mutated, tests = MODULES[name]
     work = work_root / name
+    commit = head_commit()  # the code the copy below is taken from
     scratch_copy(work)
     (work / "setup.cfg").write_text(setup_cfg(mutated, tests), encoding="utf-8")
     environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
@@ -135,7 +136,7 @@ def run_module(name: str, work_root: Path, max_children: int, mutants: list[str]
     with open(work / "mutmut.log", "w") as log:  # its progress spinner; the summary is printed below
         subprocess.run(command, cwd=work, env=environment, check=False, stdout=log, stderr=subprocess.STDOUT)
     seconds = time.monotonic() - started + earlier_seconds
-    return collect(name, work, seconds, max_children, results, only=mutants or None)
+    return collect(name, work, seconds, max_children, results, only=mutants or None, commit=commit)
 
 
 def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
@@ -179,12 +180,17 @@ def count_mutants(name: str, work_root: Path) -> dict[str, int]:
     return counts
 
 
+def head_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def collect(name: str, work: Path, seconds: float, max_children: int, results: Path = RESULTS,
-            only: list[str] | None = None) -> dict:
+            only: list[str] | None = None, commit: str | None = None) -> dict:
     """Every mutant's status and every non-killed mutant's diff, from mutmut's ``mutants/*.meta`` files.
 
     ``only``: a rerun of these mutants (after new tests): their statuses go to ``<module>.rerun.json``, over those of
-    an earlier rerun, and :func:`module_statuses` lays that file over the full run's ``<module>.json``.
+    an earlier rerun, and :func:`module_statuses` lays that file over the full run's ``<module>.json``. ``commit``:
+    the commit the run's copy was taken at (default: the checkout's now; commits made during a run are not in it).
     """
     statuses: dict[str, str] = {}
     existing: list[str] = []  # every mutant of the code as it is now (a rerun: code changed since may drop some)
@@ -200,7 +206,7 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
             shown = subprocess.run([mutmut_bin(), "show", mutant], cwd=work, capture_output=True, text=True)
             others[mutant] = {"status": status, "diff": shown.stdout.strip()}
     mutated, tests = MODULES[name]
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = commit or head_commit()
     earlier = results / f"{name}.rerun.json"
     if only and earlier.exists():  # an earlier rerun's statuses stand for the mutants this one did not test again
         before = json.loads(earlier.read_text(encoding="utf-8"))
