@@ -46,7 +46,11 @@ class Actor:
     dead: bool = False
     served: int = 0  # the wait that last returned one of its results
     queue: list = field(default_factory=list)  # refs not run yet, in call order
-    calls: list = field(default_factory=list)  # (method, args) of every call made
+
+    @property
+    def calls(self) -> list[tuple]:
+        """(method, args) of every call made to this actor, in order."""
+        return [(method, args) for number, method, args in self.log if number == self.number]
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -61,9 +65,11 @@ class _Method:
 
     def remote(self, *args, **kwargs) -> Ref:
         ref = Ref(self.actor, self.name, args, kwargs)
-        self.actor.calls.append((self.name, args))
         self.actor.log.append((self.actor.number, self.name, args))
-        self.actor.queue.append(ref)
+        if self.actor.dead:  # as in Ray, a call to a dead actor fails
+            ref.done, ref.error = True, _Died(self.actor.number)
+        else:
+            self.actor.queue.append(ref)
         return ref
 
 
