@@ -8,7 +8,7 @@
     .venv/bin/python -m benchmarks.mutation engine --resume    # later, on another machine: test only those
 
 Each module runs in a scratch copy of the tracked files (``--work``, default ``/tmp/snapkv-mutation/<module>``), so
-the work tree stays clean, against only the fast test files that exercise it (``MODULES`` below); mutmut further runs,
+the work tree stays clean, against only the fast test files that exercise it (``test_files`` below); mutmut further runs,
 for each mutant, only the tests that called the mutated function (it records that in a first pass) and stops at the
 first failure (fastest tests first). The counts and every surviving mutant's diff go to
 ``docs/results/mutation/<module>.json``; ``--report`` rewrites the generated table between the markers in
@@ -33,34 +33,26 @@ RESULTS = ROOT / "docs" / "results" / "mutation"
 TESTING_MD = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 
-# module -> (files mutated, fast test files that exercise them)
+# module -> (files mutated, the other fast test files that exercise them); the test files named after a mutated
+# file, and a mutated package's test folder, are added by test_files()
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
-               ["tests/engine/test_engine.py", "tests/engine/test_settings.py", "tests/engine/test_families.py",
-                "tests/engine/test_hooks.py", "tests/engine/test_masking.py", "tests/engine/test_pooling.py",
-                "tests/engine/test_prefix_state.py", "tests/engine/test_criticalkv_stages.py",
-                "tests/engine/test_cache_records.py", "tests/engine/test_chunk_ranking.py",
-                "tests/engine/test_buffered_layer.py", "tests/engine/test_devices.py",
-                "tests/test_doc_cache.py", "tests/engine/test_scores_reference.py", "tests/engine/test_policies.py",
-                "tests/test_generation.py", "tests/test_multi_question.py", "tests/test_pipeline.py",
-                "tests/test_stopping.py"]),
-    "generation": (["snapkv_cli/generation/*"],
-                   ["tests/test_generation.py", "tests/test_multi_question.py", "tests/test_stopping.py"]),
+               ["tests/test_doc_cache.py", "tests/test_generation.py", "tests/test_multi_question.py",
+                "tests/test_pipeline.py", "tests/test_stopping.py"]),
+    "generation": (["snapkv_cli/generation/*"], ["tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"],
-                 ["tests/test_pipeline.py", "tests/test_multi_question.py", "tests/test_doc_cache.py",
-                  "tests/test_doc_cache_robustness.py", "tests/test_cli.py", "tests/test_long_documents.py",
-                  "tests/test_stopping.py", "tests/test_batch.py"]),
-    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_tasks.py"]),
-    "doc_cache": (["snapkv_cli/doc_cache/*"],
-                  ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py", "tests/test_pipeline.py"]),
+                 ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
+                  "tests/test_cli.py", "tests/test_long_documents.py", "tests/test_stopping.py", "tests/test_batch.py"]),
+    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py"]),
+    "doc_cache": (["snapkv_cli/doc_cache/*"], ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
+                                             "tests/test_pipeline.py"]),
     "documents_prompting": (["snapkv_cli/documents.py", "snapkv_cli/prompting.py"],
-                            ["tests/test_documents.py", "tests/test_prompting.py", "tests/test_prompt_injection.py",
-                             "tests/test_hostile_documents.py", "tests/test_docqa.py"]),
+                            ["tests/test_prompt_injection.py", "tests/test_hostile_documents.py",
+                             "tests/test_docqa.py"]),
     "batch": (["snapkv_cli/batch/*"], ["tests/test_batch.py", "tests/test_batch_ray.py"]),
     "report_views": (["snapkv_cli/report.py", "snapkv_cli/inspection.py", "snapkv_cli/presenters.py",
                       "snapkv_cli/views/*"],
-                     ["tests/test_report.py", "tests/test_views.py", "tests/test_inspect.py",
-                      "tests/test_hostile_misc.py", "tests/test_cli.py"]),
+                     ["tests/test_inspect.py", "tests/test_hostile_misc.py", "tests/test_cli.py"]),
     "cli_runner": (["snapkv_cli/cli/*", "snapkv_cli/runner.py", "snapkv_cli/errors.py", "snapkv_cli/defaults.py",
                     "snapkv_cli/paths.py"],
                    ["tests/test_cli.py", "tests/test_cli_structure.py", "tests/test_progress.py",
@@ -73,6 +65,26 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                ["tests/test_models.py", "tests/test_wheels.py", "tests/test_catalog.py", "tests/test_local_gguf.py",
                 "tests/test_gemma3_fetch.py", "tests/test_weight_dtype.py", "tests/test_conversion.py"]),
 }
+
+
+def test_files(name: str, root: Path = ROOT) -> list[str]:
+    """The test files a group's mutants face: those ``MODULES`` names, and every ``test_<name>.py`` named after a
+    mutated file or package, plus a mutated package's own test folder (``tests/engine/`` for
+    ``snapkv_cli/engine/*``), so that a test file written for new code is never left out of its group's run."""
+    mutated, others = MODULES[name]
+    named: list[str] = []
+    for pattern in mutated:
+        package = Path(pattern.removesuffix("/*")) if pattern.endswith("/*") else None
+        stems = [package.name, *(source.stem for source in (root / package).rglob("*.py"))] if package else [
+            Path(pattern).stem]
+        for stem in stems:
+            named += sorted(path.relative_to(root).as_posix() for path in root.glob(f"tests/**/test_{stem}.py"))
+        if package:
+            folder = root / "tests" / package.relative_to("snapkv_cli")
+            named += sorted(path.relative_to(root).as_posix() for path in folder.glob("test_*.py"))
+    return [*others, *sorted(set(named) - set(others))]
+
+
 # mutmut's exit-code meanings, as its results command names them
 STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout", 24: "timeout", 0: "survived",
                        5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious", 36: "timeout",
@@ -124,7 +136,7 @@ def setup_cfg(mutated: list[str], tests: list[str]) -> str:
 
 def run_module(name: str, work_root: Path, max_children: int, mutants: list[str], results: Path = RESULTS,
                earlier_seconds: float = 0) -> dict:
-    mutated, tests = MODULES[name]
+    mutated, tests = MODULES[name][0], test_files(name)
     work = work_root / name
     commit = head_commit()  # the code the copy below is taken from
     scratch_copy(work)
@@ -145,7 +157,7 @@ def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
     for one sitting is run over several. Refused when a mutated file or a test file differs from the commit the
     earlier run recorded (mutant names and statuses would not carry over). Returns the earlier run's seconds."""
     earlier = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
-    mutated, tests = MODULES[name]
+    mutated, tests = MODULES[name][0], test_files(name)
     changed = subprocess.run(["git", "diff", "--name-only", earlier["commit"], "--", *mutated, *tests], cwd=ROOT,
                              check=True, capture_output=True, text=True).stdout.split()
     if changed:
@@ -167,7 +179,7 @@ def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
 
 def count_mutants(name: str, work_root: Path) -> dict[str, int]:
     """Generate ``name``'s mutants without testing them (seconds): mutants per mutated file."""
-    mutated, tests = MODULES[name]
+    mutated, tests = MODULES[name][0], test_files(name)
     work = work_root / name
     scratch_copy(work)
     (work / "setup.cfg").write_text(setup_cfg(mutated, tests), encoding="utf-8")
@@ -205,7 +217,7 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
         if status not in ("killed", "not checked"):
             shown = subprocess.run([mutmut_bin(), "show", mutant], cwd=work, capture_output=True, text=True)
             others[mutant] = {"status": status, "diff": shown.stdout.strip()}
-    mutated, tests = MODULES[name]
+    mutated, tests = MODULES[name][0], test_files(name)
     commit = commit or head_commit()
     earlier = results / f"{name}.rerun.json"
     if only and earlier.exists():  # an earlier rerun's statuses stand for the mutants this one did not test again
@@ -300,9 +312,9 @@ def _runs_code(name: str, results: Path) -> str:
 def groups_table() -> str:
     """docs/testing.md's table of what each module group mutates and which test files it runs, from ``MODULES``."""
     rows = ["| module | mutated files | test files |", "| --- | --- | --- |"]
-    for name, (mutated, tests) in MODULES.items():
+    for name, (mutated, _) in MODULES.items():
         files = ", ".join(f"`{pattern}`" for pattern in mutated)
-        tested = ", ".join(f"`{test.removeprefix('tests/')}`" for test in tests)
+        tested = ", ".join(f"`{test.removeprefix('tests/')}`" for test in test_files(name))
         rows.append(f"| `{name}` | {files} | {tested} |")
     return "\n".join(rows) + "\n"
 

@@ -70,6 +70,26 @@ def test_mutation_table_follows_its_json():
     assert mutation.table() in text.split(mutation.BEGIN)[1].split(mutation.END)[0]
 
 
+def test_a_groups_mutants_face_every_test_file_written_for_its_code(tmp_path):
+    """A test file named after a mutated file or package, or in a mutated package's test folder, runs against the
+    group's mutants without being listed by hand (a test file written for new engine code was once left out)."""
+    from benchmarks import mutation
+
+    engine = mutation.test_files("engine")
+    assert {path.relative_to(DOCS.parent).as_posix() for path in (DOCS.parent / "tests" / "engine").glob("test_*.py")
+            } <= set(engine)
+    assert {"tests/test_streaming.py", "tests/test_generation.py"} <= set(mutation.test_files("generation"))
+    assert "tests/test_views.py" in mutation.test_files("report_views")  # named after the package views/
+    for name in ("snapkv_cli/engine/fresh.py", "snapkv_cli/prompting.py", "tests/test_fresh.py",
+                 "tests/engine/test_anything.py", "tests/test_prompting.py", "tests/test_unrelated.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    found = mutation.test_files("engine", root=tmp_path)
+    assert {"tests/test_fresh.py", "tests/engine/test_anything.py"} <= set(found)
+    assert "tests/test_unrelated.py" not in found and "tests/test_prompting.py" not in found
+    assert "tests/test_prompting.py" in mutation.test_files("documents_prompting", root=tmp_path)
+
+
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
     """benchmarks/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of
     those ratios), its selection's extra time as a share of SnapKV's median prefill, SnapKV's own decode spread."""
