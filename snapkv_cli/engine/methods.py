@@ -77,8 +77,3 @@ METHODS: dict[str, Method] = {method.name: method for method in (
     Method("random", "uniformly random positions, a control", "random positions plus the window (a control)",
            benchmarked_by_default=True),
 )}
-
-
-def method_names() -> tuple[str, ...]:
-    """Every method's name, in :data:`METHODS`' order."""
-    return tuple(METHODS)

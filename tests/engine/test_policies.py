@@ -95,6 +95,30 @@ def kept_sets(record, kv_heads: int) -> list[set[int]]:
     return sets
 
 
+def test_a_policy_class_takes_every_fact_of_the_method_it_names():
+    """A policy declares its method by name (``class ...(Policy, method=...)``) and carries that method's facts from
+    the registry, as a subclass of it does; a class that names no method (a shared base) takes none."""
+    from dataclasses import fields
+
+    from snapkv_cli.engine.methods import METHODS, Method
+    from snapkv_cli.engine.policies.base import Policy
+
+    class Base(Policy):
+        pass
+
+    class Heavy(Base, method="h2o"):
+        pass
+
+    class Heavier(Heavy):
+        pass
+
+    facts = [fact.name for fact in fields(Method)]
+    assert not any(fact in vars(Base) for fact in facts)
+    for cls in (Heavy, Heavier):
+        assert {fact: getattr(cls, fact) for fact in facts} == {fact: getattr(METHODS["h2o"], fact) for fact in facts}
+    assert Heavy.name == "h2o"
+
+
 @pytest.mark.parametrize("method", ["snapkv", "pyramidkv"])
 def test_snapkv_and_pyramidkv_keep_the_top_pooled_votes(method):
     cache, attentions, _, model = run(method)

@@ -98,3 +98,30 @@ def test_as_dict_holds_every_field():
     values = settings.as_dict()
     assert list(values) == [f.name for f in fields(CompressionSettings)]
     assert CompressionSettings(**values) == settings
+
+
+def test_a_setting_declared_with_setting_keeps_its_default_and_its_declaration():
+    """The declaration helper every field of CompressionSettings goes through, on a class of its own: the field's
+    default is the value a bare instance holds, and the declaration is what settings_declarations reads back."""
+    from dataclasses import dataclass
+
+    from snapkv_cli.engine.settings import Setting, setting, settings_declarations
+
+    @dataclass
+    class Knobs:
+        size: int = setting(3, help="how big", flag="--size")
+        shape: str = setting("round", choices=("round", "square"))
+        plain: int = 7
+
+    assert Knobs().size == 3 and Knobs().shape == "round"
+    assert settings_declarations(Knobs) == {"size": Setting(help="how big", flag="--size"),
+                                            "shape": Setting(choices=("round", "square"))}
+
+
+@pytest.mark.parametrize(("values", "said"), [(["mean"], "mean"), (["mean", "max"], "mean or max"),
+                                              (["uniform", "adaptive", "shared"], "uniform, adaptive or shared"),
+                                              ((1, 2), "1 or 2")])
+def test_alternatives_are_listed_as_a_sentence(values, said):
+    from snapkv_cli.engine.settings import alternatives
+
+    assert alternatives(values) == said

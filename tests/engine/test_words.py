@@ -34,6 +34,8 @@ def test_prompt_word_ids_decode_each_token(tokenizer):
     words = prompt_word_ids(tokenizer, ids)
     assert words.dtype == torch.int64 and words.shape == (len(ids),)
     assert words.tolist() == word_ids([tokenizer.decode([token]) for token in ids])
+    empty = prompt_word_ids(tokenizer, [])  # int64 even with no token to infer it from
+    assert empty.dtype == torch.int64 and empty.shape == (0,)
 
 
 def test_whole_word_ranking_by_hand():
