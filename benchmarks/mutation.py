@@ -141,7 +141,10 @@ def run_module(name: str, work_root: Path, max_children: int, mutants: list[str]
     commit = head_commit()  # the code the copy below is taken from
     scratch_copy(work)
     (work / "setup.cfg").write_text(setup_cfg(mutated, tests), encoding="utf-8")
-    environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1")
+    # SNAPKV_MUTATION_WARMUP: the process mutmut forks each mutant's tests from builds the tiny models once
+    # (tests/conftest.py), so that each run does not spend seconds importing transformers' lazy code and building them
+    environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+                       SNAPKV_MUTATION_WARMUP="1")
     started = time.monotonic()
     command = [mutmut_bin(), "run", "--max-children", str(max_children), *mutants]
     print(f"[{name}] {' '.join(command)} in {work}", flush=True)

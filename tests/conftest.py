@@ -154,6 +154,20 @@ def conversions(monkeypatch, tiny_model_path):
     return seen
 
 
+def pytest_collection_finish(session):
+    """Under mutation testing (benchmarks/mutation.py sets ``SNAPKV_MUTATION_WARMUP``) the process that forks each
+    mutant's tests warms up once after collecting them (tests/tiny_models.py, ``warm_up``); forked runs inherit it."""
+    global _warmed_up
+    if os.environ.get("SNAPKV_MUTATION_WARMUP") and not _warmed_up:
+        from tests.tiny_models import warm_up
+
+        warm_up()
+        _warmed_up = True
+
+
+_warmed_up = False
+
+
 def pytest_collection_modifyitems(config, items):
     """Under mutation testing (mutmut names the mutant in ``MUTANT_UNDER_TEST`` and stops at a mutant's first failing
     test), the tests that start a real Ray cluster (20-30 s each) run after the others, which catch most mutants of

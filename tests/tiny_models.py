@@ -45,6 +45,25 @@ def tiny_model(family: str = "llama", attn_implementation: str = "sdpa"):
     return model
 
 
+def warm_up() -> None:
+    """Import every module of the package and run each family's tiny model (both attention implementations) once, so
+    that transformers' lazily imported code is loaded and the models are built: done once in the process that mutation
+    testing forks each mutant's test run from, it saves each run seconds of that. It runs no code of the package
+    (what a mutant changes), only imports it."""
+    import importlib
+    import pkgutil
+
+    import snapkv_cli
+
+    for module in pkgutil.walk_packages(snapkv_cli.__path__, "snapkv_cli."):
+        if not module.name.endswith("__main__"):  # that one runs the command line
+            importlib.import_module(module.name)
+    for family in FAMILIES:
+        for implementation in ("sdpa", "eager"):
+            with torch.no_grad():
+                tiny_model(family, implementation)(prompt_ids(16), past_key_values=transformers.DynamicCache())
+
+
 def prompt_ids(length: int, seed: int = 0) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(3, VOCAB, (1, length), generator=generator)
