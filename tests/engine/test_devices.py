@@ -26,6 +26,7 @@ PROMPT = prompt_ids(LENGTH, seed=11)[0].tolist()
 SETTINGS = [{"method": method} for method in POLICY_NAMES] + [
     {"method": "snapkv", "head_budgets": "adaptive"},
     {"method": "snapkv", "layer_budgets": "pyramid", "head_budgets": "adaptive"},
+    {"method": "snapkv", "head_budgets": "shared"},
 ]
 # transformers' own sliding-window cache layer allocates on the default device, so Gemma's families cannot run
 # under a meta default device (with or without this project); every other family does

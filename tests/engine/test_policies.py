@@ -186,6 +186,28 @@ def test_shared_ranking_puts_each_heads_favourites_first():
     assert select_kept_positions(ranking, 1, torch.tensor([[2, 2]])).positions.tolist() == [[[0, 2, 4], [2, 3, 4]]]
 
 
+def test_shared_ranking_against_a_plain_python_fusion_with_ties_and_a_batch_of_two():
+    """Each head's places (by score, ties by position), the best place over heads first, then the smaller sum of
+    places: computed in plain Python for two prompts whose heads disagree, with many tied scores."""
+    from snapkv_cli.engine.allotment import shared_ranking
+
+    generator = torch.Generator().manual_seed(3)
+    ranking = torch.randint(0, 4, (2, 3, 30), generator=generator).float()
+    window, prefix_length, heads = 4, 26, 3
+    shared = shared_ranking(ranking, window_size=window)
+    assert shared.shape == ranking.shape
+    for batch in range(2):
+        places = []
+        for head in range(heads):
+            row = ranking[batch, head, :prefix_length].tolist()
+            order = sorted(range(prefix_length), key=lambda position: (-row[position], position))
+            places.append({position: place for place, position in enumerate(order)})
+        fused = [-(min(p[i] for p in places) * heads * prefix_length + sum(p[i] for p in places))
+                 for i in range(prefix_length)]
+        for head in range(heads):
+            assert shared[batch, head].tolist() == fused + [0] * window
+
+
 def test_adaptive_heads_combine_with_pyramid_layers():
     cache, attentions, _, model = run("adakv", layer_budgets="pyramid")
     kv_heads = model.config.num_key_value_heads

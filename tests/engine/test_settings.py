@@ -125,3 +125,23 @@ def test_alternatives_are_listed_as_a_sentence(values, said):
     from snapkv_cli.engine.settings import alternatives
 
     assert alternatives(values) == said
+
+
+@pytest.mark.parametrize(("text", "budget"), [("1024", 1024), ("1", 1), ("2.0", 2), ("0.1", 0.1), ("0.999", 0.999)])
+def test_a_budget_is_read_as_a_token_count_or_a_fraction(text, budget):
+    from snapkv_cli.engine.settings import parse_budget
+
+    parsed = parse_budget(text)
+    assert parsed == budget and type(parsed) is type(budget)
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("lots", "a token count (e.g. 1024) or a fraction (e.g. 0.1)"),
+    ("0", "a token count >= 1 or a fraction in (0, 1)"), ("-0.5", None), ("-3", None), ("1.5", None)])
+def test_a_budget_that_is_neither_is_refused_with_what_is_accepted(text, expected):
+    from snapkv_cli.engine.settings import parse_budget
+    from snapkv_cli.errors import InvalidValue
+
+    expected = expected or "a token count >= 1 or a fraction in (0, 1)"
+    with pytest.raises(InvalidValue, match=f"^budget must be {re.escape(expected)}, got {re.escape(repr(text))}$"):
+        parse_budget(text)

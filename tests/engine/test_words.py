@@ -48,6 +48,27 @@ def test_whole_word_ranking_by_hand():
     assert kept.positions[0, 0].tolist() == [1, 2, 3, 5, 6, 7]  # the word of the best token whole, then the next
 
 
+def test_whole_word_ranking_breaks_ties_by_position_against_a_plain_python_ranking():
+    """Tied scores (a word's tokens, a flat head) keep prompt order: a token's own rank sorts by (score, position),
+    in plain Python here, for two prompts of a batch and three heads, with word ids that do not start at 0."""
+    generator = torch.Generator().manual_seed(5)
+    ranking = torch.randint(0, 3, (2, 3, 40), generator=generator).float()  # many ties
+    words = torch.tensor(word_ids(["a" if position % 3 else " a" for position in range(40)])) + 7
+    prefix_length = 36
+    ordered = whole_word_ranking(ranking, words, prefix_length)
+    for batch in range(2):
+        for head in range(3):
+            row = ranking[batch, head, :prefix_length].tolist()
+            by_rank = sorted(range(prefix_length), key=lambda position: (row[position], position))
+            own = {position: rank for rank, position in enumerate(by_rank)}
+            best = {}
+            for position in range(prefix_length):
+                word = int(words[position])
+                best[word] = max(best.get(word, 0), own[position])
+            expected = [best[int(words[position])] * prefix_length + own[position] for position in range(prefix_length)]
+            assert ordered[batch, head].tolist() == expected + [-1] * (40 - prefix_length)
+
+
 @hypothesis_settings(max_examples=60, deadline=None)
 @given(
     word_lengths=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=30),
@@ -143,5 +164,6 @@ def test_a_forked_prefix_keeps_the_same_whole_words():
 def test_a_cache_without_word_ids_says_what_it_needs():
     model = prepare(tiny_model("llama"))
     cache = SnapKVCache(settings=CompressionSettings(window_size=4, max_capacity_prompt=16, whole_words=True))
-    with pytest.raises(ValueError, match="whole_words needs the prompt's word ids"), torch.no_grad():
+    message = r"^whole_words needs the prompt's word ids in cache\.word_ids \(generate_answer sets them\)$"
+    with pytest.raises(ValueError, match=message), torch.no_grad():
         model(prompt_ids(40, seed=1), past_key_values=cache, use_cache=True)
