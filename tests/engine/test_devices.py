@@ -100,3 +100,42 @@ def test_a_mask_is_built_on_the_device_asked_even_from_counts_on_another():
     assert on_cpu.device.type == "cpu" and on_cpu.shape == (1, 4, 1, 12)  # ...is built again on the CPU
     moved = padded.mask(1, 13, torch.float32, torch.device("meta"))  # and then again on meta
     assert moved.device.type == "meta" and moved.shape == (1, 4, 1, 13)
+
+
+@pytest.mark.parametrize("method", ["criticalkv", "defensivekv"])
+def test_value_norms_kept_for_a_shared_prefix_stay_on_the_models_device(method):
+    """The projected value norms a question computes on a shared prefix are kept for the next question: with a meta
+    default device, two questions on one prefix keep exactly the positions and answers of a plain CPU run."""
+    from snapkv_cli.generation import GenerationOptions, generate_answer
+    from tests.helpers import DigitTokenizer
+
+    model = tiny_model("llama")
+    settings = CompressionSettings(method=method, window_size=WINDOW, max_capacity_prompt=26, kernel_size=5)
+    options = GenerationOptions(max_new_tokens=3, stop_at_eos=False)
+    questions = [prompt_ids(8, seed=21)[0].tolist(), prompt_ids(12, seed=22)[0].tolist()]
+
+    def ask_both():
+        shared = build_prefix(model, PROMPT, window_size=WINDOW, accumulate_attention=True)
+        answers = [generate_answer(model, DigitTokenizer(), PROMPT + question, settings, options, prefix=shared)
+                   for question in questions]
+        return [(answer.generated_ids, {index: record.kept_positions for index, record in answer.cache.records.items()})
+                for answer in answers]
+
+    expected = ask_both()
+    with torch.device("meta"):
+        seen = ask_both()
+    for (ids, kept), (meta_ids, meta_kept) in zip(expected, seen, strict=True):
+        assert ids == meta_ids and kept.keys() == meta_kept.keys()
+        assert all(torch.equal(kept[i], meta_kept[i]) for i in kept)
+
+
+def test_prefix_value_norms_start_unknown_with_the_values_batch_heads_and_device():
+    from snapkv_cli.engine.prefix_norms import PrefixValueNorms
+
+    kept = PrefixValueNorms(length=7)
+    norms = kept.norms(torch.zeros(2, 3, 5, 4))  # a question shorter than the prefix sees its first 5 positions
+    assert norms.shape == (2, 3, 5) and norms.dtype == torch.float32 and norms.isnan().all()
+    norms[1, 2, 4] = 1.5
+    assert kept.norms(torch.zeros(2, 3, 9, 4)).shape == (2, 3, 7)  # a longer prompt: the prefix's 7
+    assert kept.norms(torch.zeros(2, 3, 9, 4))[1, 2, 4] == 1.5
+    assert PrefixValueNorms(length=7).norms(torch.empty(1, 2, 9, 4, device="meta")).device.type == "meta"
