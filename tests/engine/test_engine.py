@@ -425,3 +425,14 @@ def test_selection_runs_on_one_cpu_thread_and_the_model_keeps_its_threads(monkey
             handle.remove()
     assert during_selection == [1, 1, 1] and during_attention == [2, 2, 2]
     assert all(cache.layers[i].keys.shape[2] < 64 for i in range(3))  # and it compressed
+
+
+def test_the_engine_loads_its_heavy_parts_on_first_use_and_names_what_it_lacks():
+    """``snapkv_cli.engine`` imports the cache, hooks and policies when first asked for them (the CLI's cheap checks
+    run before torch-heavy imports); a name it does not have fails as a module's missing attribute does."""
+    import snapkv_cli.engine as engine
+    from snapkv_cli.engine.cache import SnapKVCache as cache_class
+
+    assert engine.SnapKVCache is cache_class
+    with pytest.raises(AttributeError, match=r"^module 'snapkv_cli\.engine' has no attribute 'Compressor'$"):
+        engine.Compressor  # noqa: B018
