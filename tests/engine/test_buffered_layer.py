@@ -78,3 +78,30 @@ def test_a_shared_copy_shares_the_states_and_neither_layer_sees_the_others_new_t
     assert torch.equal(copy_keys[0, 0, :, 0], torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 200.0]))
     assert torch.equal(copy_values, -copy_keys) and storage(copy_keys) != storage(own_keys)
     assert torch.equal(layer.keys[0, 0, :, 0], own_keys[0, 0, :, 0])  # the copy's token did not land in it
+
+
+def test_two_forks_of_a_prefix_decoding_in_turn_each_see_only_their_own_question():
+    """Two questions forked from one stored prefix (the full cache, so nothing is compressed away) take turns: each
+    one's next-token logits are those of the same question asked alone."""
+    from snapkv_cli.engine import CompressionSettings, attached
+    from snapkv_cli.generation import build_prefix
+    from tests.tiny_models import prompt_ids, tiny_model
+
+    model = tiny_model("llama")
+    settings = CompressionSettings(method="full", window_size=4, max_capacity_prompt=8)
+
+    def step(cache, ids: list[int], start: int) -> torch.Tensor:
+        positions = torch.arange(start, start + len(ids))
+        return model(torch.tensor([ids]), past_key_values=cache, position_ids=positions[None],
+                     cache_position=positions, use_cache=True).logits[0, -1]
+
+    first, second = prompt_ids(6, seed=31)[0].tolist(), prompt_ids(6, seed=32)[0].tolist()
+    with attached(model), torch.no_grad():
+        shared = build_prefix(model, prompt_ids(40, seed=30)[0].tolist(), window_size=4)
+        alone = shared.fork(settings)
+        step(alone, first, 40)
+        expected = step(alone, [7], 46)
+        one, other = shared.fork(settings), shared.fork(settings)
+        step(one, first, 40)
+        step(other, second, 40)
+        assert torch.equal(step(one, [7], 46), expected)

@@ -145,3 +145,19 @@ def test_a_budget_that_is_neither_is_refused_with_what_is_accepted(text, expecte
     expected = expected or "a token count >= 1 or a fraction in (0, 1)"
     with pytest.raises(InvalidValue, match=f"^budget must be {re.escape(expected)}, got {re.escape(repr(text))}$"):
         parse_budget(text)
+
+
+def test_the_applied_settings_name_the_methods_own_choices_and_the_budget_in_tokens_and_as_given():
+    """What a report shows: every reported setting in declaration order, PyramidKV's own layer and head allotment
+    where none was chosen, a chosen one where it was, and a fraction budget as tokens of this prompt and as given."""
+    own = CompressionSettings(method="pyramidkv", window_size=8, max_capacity_prompt=0.25, kernel_size=7,
+                              pooling="maxpool", whole_words=True)
+    assert list(own.applied(1000).items()) == [
+        ("window_size", 8), ("max_capacity_prompt", 250), ("budget", 0.25), ("kernel_size", 7), ("pooling", "maxpool"),
+        ("pooling_window", "centered"), ("gqa_aggregation", "mean"), ("layer_budgets", "pyramid"),
+        ("head_budgets", "uniform"), ("whole_words", True)]
+    chosen = CompressionSettings(method="pyramidkv", layer_budgets="uniform", head_budgets="shared",
+                                 max_capacity_prompt=512, gqa_aggregation="max")
+    applied = chosen.applied(1000)
+    assert applied["layer_budgets"] == "uniform" and applied["head_budgets"] == "shared"
+    assert applied["max_capacity_prompt"] == 512 and applied["budget"] == 512 and applied["gqa_aggregation"] == "max"
