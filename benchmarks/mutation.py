@@ -236,6 +236,8 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
         result["existing"] = sorted(existing)
     results.mkdir(parents=True, exist_ok=True)
     target = results / (f"{name}.rerun.json" if only else f"{name}.json")
+    if not only:  # a full run supersedes every rerun of an earlier one (mutmut's names may now mean other mutants)
+        (results / f"{name}.rerun.json").unlink(missing_ok=True)
     target.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"[{name}] {len(statuses)} mutants: {result['counts']} in {seconds:.0f}s -> {target}", flush=True)
     return result

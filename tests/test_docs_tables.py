@@ -90,6 +90,23 @@ def test_a_groups_mutants_face_every_test_file_written_for_its_code(tmp_path):
     assert "tests/test_prompting.py" in mutation.test_files("documents_prompting", root=tmp_path)
 
 
+def test_a_full_mutation_run_replaces_the_earlier_runs_rerun(tmp_path):
+    """A rerun's statuses are laid over its full run's by mutant name; after a new full run those names may mean
+    other mutants, so the earlier rerun must not outlive it."""
+    from benchmarks import mutation
+
+    results, work = tmp_path / "results", tmp_path / "work"
+    (work / "mutants" / "snapkv_cli").mkdir(parents=True)
+    (work / "mutants" / "snapkv_cli" / "pipeline.py.meta").write_text(
+        json.dumps({"exit_code_by_key": {"snapkv_cli.pipeline.x_f__mutmut_1": 1}}))
+    results.mkdir()
+    (results / "pipeline.rerun.json").write_text(json.dumps(
+        {"statuses": {"snapkv_cli.pipeline.x_f__mutmut_1": "survived"}, "not_killed": {}, "seconds": 1}))
+    mutation.collect("pipeline", work, 5.0, 2, results, commit="0" * 40)
+    assert not (results / "pipeline.rerun.json").exists()
+    assert mutation.module_statuses("pipeline", results) == {"snapkv_cli.pipeline.x_f__mutmut_1": "killed"}
+
+
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
     """benchmarks/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of
     those ratios), its selection's extra time as a share of SnapKV's median prefill, SnapKV's own decode spread."""
