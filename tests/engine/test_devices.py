@@ -139,3 +139,18 @@ def test_prefix_value_norms_start_unknown_with_the_values_batch_heads_and_device
     assert kept.norms(torch.zeros(2, 3, 9, 4)).shape == (2, 3, 7)  # a longer prompt: the prefix's 7
     assert kept.norms(torch.zeros(2, 3, 9, 4))[1, 2, 4] == 1.5
     assert PrefixValueNorms(length=7).norms(torch.empty(1, 2, 9, 4, device="meta")).device.type == "meta"
+
+
+def test_a_reduced_precision_decode_builds_its_all_zero_mask_on_the_models_device():
+    """A bfloat16 CPU decoding step under sdpa gets an all-zero mask of the cache's own (so that transformers runs
+    attention per KV head): it is made on the model's device, whatever torch's default device."""
+    import copy
+
+    model = copy.deepcopy(tiny_model("llama", "sdpa")).to(torch.bfloat16)
+    settings = CompressionSettings(window_size=WINDOW, max_capacity_prompt=26, kernel_size=5)
+    with attached(model):
+        logits, kept = run(model, settings)
+        with torch.device("meta"):
+            meta_logits, meta_kept = run(model, settings)
+    assert all(torch.equal(a, b) for a, b in zip(logits, meta_logits, strict=True))
+    assert all(torch.equal(kept[i], meta_kept[i]) for i in kept)

@@ -63,3 +63,22 @@ def test_the_output_projection_is_o_projs_weight_or_none():
     assert output_projection(attention) is None  # an o_proj without a weight
     attention.o_proj = nn.Linear(6, 4, bias=False)
     assert output_projection(attention) is attention.o_proj.weight
+
+
+def test_an_int8_output_projection_is_read_as_the_weights_it_stands_for():
+    """Under ``--quantize int8`` the output projection holds int8 data and scales (torchao): CriticalKV reads the
+    float weights they stand for, within int8 rounding of the original."""
+    import copy
+
+    import torch
+    from torchao import quantization
+
+    from tests.tiny_models import tiny_model
+
+    attention = copy.deepcopy(tiny_model("llama").model.layers[0].self_attn)
+    original = attention.o_proj.weight.detach().clone()
+    quantization.quantize_(attention.o_proj, quantization.Int8WeightOnlyConfig())
+    assert getattr(attention.o_proj.weight, "qdata", None) is not None
+    weight = output_projection(attention)
+    assert type(weight) is torch.Tensor and weight.dtype == torch.float32 and weight.shape == original.shape
+    torch.testing.assert_close(weight, original, rtol=0, atol=float(original.abs().max()) / 100)
