@@ -46,9 +46,10 @@ def test_a_layer_kept_whole_records_every_position_at_its_real_size(method, capa
 
 
 def test_an_empty_cache_summarises_to_nothing_kept_and_no_compression():
-    summary = SnapKVCache(4, 10).summary()
-    assert summary["tokens_after"] == 0 and summary["tokens_allocated"] == 0
-    assert summary["compression_ratio"] == 1.0 and summary["bytes_after"] == 0
+    cache = SnapKVCache(4, 10)
+    assert cache.prompt_length == 0
+    assert cache.summary() == {"tokens_before": 0, "tokens_after": 0, "tokens_allocated": 0, "bytes_before": 0,
+                               "bytes_after": 0, "compression_ratio": 1.0}
 
 
 def test_settings_or_values_not_both():
@@ -110,3 +111,11 @@ def test_binding_a_config_leaves_a_cache_that_already_holds_layers_alone():
     fresh.bind_config(model.config)  # an empty cache is laid out as the model's config says
     assert len(fresh.layers) == model.config.num_hidden_layers
     assert all(type(layer) is BufferedLayer for layer in fresh.layers)
+
+
+def test_a_sliding_layer_records_its_own_index():
+    model = tiny_model("gemma2")  # layer 0 is a sliding-window layer, kept as stored
+    cache = SnapKVCache(settings=CompressionSettings(window_size=4, max_capacity_prompt=12))
+    with attached(model), torch.no_grad():
+        prefill(model, prompt_ids(40, seed=2)[0].tolist(), cache)
+    assert cache.records[0].sliding and all(record.layer == index for index, record in cache.records.items())

@@ -436,10 +436,3 @@ def test_the_engine_loads_its_heavy_parts_on_first_use_and_names_what_it_lacks()
     assert engine.SnapKVCache is cache_class
     with pytest.raises(AttributeError, match=r"^module 'snapkv_cli\.engine' has no attribute 'Compressor'$"):
         engine.Compressor  # noqa: B018
-
-
-def test_a_cache_that_compressed_nothing_reports_empty_sizes():
-    cache = SnapKVCache(settings=CompressionSettings(window_size=4, max_capacity_prompt=16))
-    assert cache.prompt_length == 0
-    assert cache.summary() == {"tokens_before": 0, "tokens_after": 0, "tokens_allocated": 0, "bytes_before": 0,
-                               "bytes_after": 0, "compression_ratio": 1.0}
