@@ -8,9 +8,9 @@
     .venv/bin/python -m benchmarks.mutation engine --resume    # later, on another machine: test only those
 
 Each module runs in a scratch copy of the tracked files (``--work``, default ``/tmp/snapkv-mutation/<module>``), so
-the work tree stays clean, against only the fast test files that exercise it (``test_files`` below); mutmut further runs,
-for each mutant, only the tests that called the mutated function (it records that in a first pass) and stops at the
-first failure (fastest tests first). The counts and every surviving mutant's diff go to
+the work tree stays clean, against only the fast test files that exercise it (``test_files`` below); mutmut further
+runs, for each mutant, only the tests that called the mutated function (it records that in a first pass) and stops
+at the first failure (fastest tests first). The counts and every surviving mutant's diff go to
 ``docs/results/mutation/<module>.json``; ``--report`` rewrites the generated table between the markers in
 ``docs/testing.md``. mutmut is not a project
 dependency: it is installed into the venv only by ``--install``.
@@ -42,7 +42,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "generation": (["snapkv_cli/generation/*"], ["tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/pipeline.py"],
                  ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
-                  "tests/test_cli.py", "tests/test_long_documents.py", "tests/test_stopping.py", "tests/test_batch.py"]),
+                  "tests/test_cli.py", "tests/test_long_documents.py", "tests/test_stopping.py",
+                  "tests/test_batch.py"]),
     "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py"]),
     "doc_cache": (["snapkv_cli/doc_cache/*"], ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
                                              "tests/test_pipeline.py"]),
