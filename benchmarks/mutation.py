@@ -86,6 +86,11 @@ def test_files(name: str, root: Path = ROOT) -> list[str]:
     return [*others, *sorted(set(named) - set(others))]
 
 
+def group(name: str) -> tuple[list[str], list[str]]:
+    """A group's mutated file patterns and the test files its mutants face."""
+    return MODULES[name][0], test_files(name)
+
+
 # mutmut's exit-code meanings, as its results command names them
 STATUS_BY_EXIT_CODE = {1: "killed", 3: "killed", 2: "interrupted", -24: "timeout", 24: "timeout", 0: "survived",
                        5: "no tests", 33: "no tests", 34: "skipped", 35: "suspicious", 36: "timeout",
@@ -137,7 +142,7 @@ def setup_cfg(mutated: list[str], tests: list[str]) -> str:
 
 def run_module(name: str, work_root: Path, max_children: int, mutants: list[str], results: Path = RESULTS,
                earlier_seconds: float = 0) -> dict:
-    mutated, tests = MODULES[name][0], test_files(name)
+    mutated, tests = group(name)
     work = work_root / name
     commit = head_commit()  # the code the copy below is taken from
     scratch_copy(work)
@@ -161,7 +166,7 @@ def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
     for one sitting is run over several. Refused when a mutated file or a test file differs from the commit the
     earlier run recorded (mutant names and statuses would not carry over). Returns the earlier run's seconds."""
     earlier = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
-    mutated, tests = MODULES[name][0], test_files(name)
+    mutated, tests = group(name)
     changed = subprocess.run(["git", "diff", "--name-only", earlier["commit"], "--", *mutated, *tests], cwd=ROOT,
                              check=True, capture_output=True, text=True).stdout.split()
     if changed:
@@ -183,7 +188,7 @@ def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
 
 def count_mutants(name: str, work_root: Path) -> dict[str, int]:
     """Generate ``name``'s mutants without testing them (seconds): mutants per mutated file."""
-    mutated, tests = MODULES[name][0], test_files(name)
+    mutated, tests = group(name)
     work = work_root / name
     scratch_copy(work)
     (work / "setup.cfg").write_text(setup_cfg(mutated, tests), encoding="utf-8")
@@ -221,7 +226,7 @@ def collect(name: str, work: Path, seconds: float, max_children: int, results: P
         if status not in ("killed", "not checked"):
             shown = subprocess.run([mutmut_bin(), "show", mutant], cwd=work, capture_output=True, text=True)
             others[mutant] = {"status": status, "diff": shown.stdout.strip()}
-    mutated, tests = MODULES[name][0], test_files(name)
+    mutated, tests = group(name)
     commit = commit or head_commit()
     earlier = results / f"{name}.rerun.json"
     if only and earlier.exists():  # an earlier rerun's statuses stand for the mutants this one did not test again
