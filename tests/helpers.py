@@ -10,6 +10,15 @@ RUN_ENVIRONMENT = ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_PREF
                    "SNAPKV_DOC_CACHE_MB", "SNAPKV_DEFAULT_MODEL_WHEEL", "SNAPKV_MAX_DOCUMENT_MB")
 
 
+class WordTokenizer:
+    """Token ids decode to words of a few tokens: an id divisible by four starts a word, the others continue it."""
+
+    eos_token_id = None
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(f" w{i}" if i % 4 == 0 else f"x{i}" for i in ids)
+
+
 class DigitTokenizer:
     """Just enough of a tokenizer for ``generate_answer`` on tiny models: token ids decode to their digits."""
 

@@ -7,7 +7,7 @@ import torch
 
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
-from tests.helpers import DigitTokenizer, chunks, recorded_forwards
+from tests.helpers import DigitTokenizer, WordTokenizer, chunks, recorded_forwards, recording_presenter
 from tests.tiny_models import prompt_ids, tiny_model
 
 
@@ -65,6 +65,43 @@ def test_prefix_and_question_are_both_prefilled_in_chunks(chunk_size):
         result = generate_answer(model, DigitTokenizer(), prefix + question, settings, options, prefix=shared)
     assert forwards == chunks(100, 120, chunk_size)
     assert result.reused_prefix_tokens == 100 and result.prompt_tokens == 120
+
+
+def test_a_shared_prefix_reports_its_prefill_layer_by_layer():
+    model = tiny_model("llama")
+    progress = recording_presenter()
+    build_prefix(model, prompt_ids(30, seed=4)[0].tolist(), window_size=4, chunk_size=10, progress=progress)
+    units = 3 * model.config.num_hidden_layers  # three chunks through every attention layer
+    assert progress.events == [["phase", "Prefill", units, "layers", units]]
+
+
+def test_whole_words_rank_with_the_prompts_word_ids_on_the_models_device(monkeypatch):
+    """With ``whole_words`` the prompt's word ids are read from the tokenizer and moved to the model's device (on a
+    GPU they would otherwise stay on the CPU, away from the keys); tests/engine/test_words.py checks what is kept."""
+    from snapkv_cli.generation import generate
+
+    real, moved = generate.prompt_word_ids, []
+
+    class Moving:  # the word ids, recording where they are moved
+        def __init__(self, words):
+            self.words = words
+
+        def to(self, device):
+            moved.append(device)
+            return self.words.to(device)
+
+    monkeypatch.setattr(generate, "prompt_word_ids", lambda tokenizer, ids: Moving(real(tokenizer, ids)))
+    model = tiny_model("llama")
+    ids = prompt_ids(120, seed=3)[0].tolist()
+    settings = CompressionSettings(window_size=8, max_capacity_prompt=40, whole_words=True)
+    options = GenerationOptions(max_new_tokens=2)
+    words = generate_answer(model, WordTokenizer(), ids, settings, options)
+    assert moved == [model.device]
+    tokens = generate_answer(model, WordTokenizer(), ids, CompressionSettings(window_size=8, max_capacity_prompt=40),
+                             options)
+    assert moved == [model.device]  # only whole words need them
+    assert any(not torch.equal(record.kept_positions, tokens.cache.records[layer].kept_positions)
+               for layer, record in words.cache.records.items())
 
 
 def test_sampler_draws_from_the_tempered_softmax():

@@ -15,7 +15,7 @@ from snapkv_cli.prompting import load_template
 from tests.helpers import DigitTokenizer
 from tests.tiny_models import prompt_ids, tiny_model
 
-RULE = StopRule("test", ("\n\n", "\nQuestion:"))
+RULE = StopRule(("\n\n", "\nQuestion:"))
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -29,9 +29,15 @@ def test_cut(text, expected):
     assert RULE.cut(text) == expected
 
 
+def test_cut_finds_a_stop_string_at_the_very_start_and_the_first_of_two():
+    assert BASE_MODEL_STOP.cut("<document> more") == (0, "<document>")
+    assert RULE.cut("A.\n\nB.\n\nC.") == (2, "\n\n")
+
+
 @pytest.mark.parametrize(("text", "shown"), [
     ("K-4417.", 7),
     ("K-4417.\n", 7),  # "\n" may begin "\n\n" or "\nQuestion:": held back
+    ("K-4417.\nQue", 7),
     ("K-4417.\nQues", 7),
     ("K-4417.\nQuiet", 13),  # no longer a possible stop string
     ("\n", 1),  # before the first visible character nothing is a stop string
@@ -139,11 +145,12 @@ def watched(ids: list[int], rule: RepeatRule = LOOP_RULE) -> int | None:
     return None
 
 
+@pytest.mark.parametrize("lead", [[], [1, 2, 3, 4, 5]])  # the loop from the answer's first token, or later
 @pytest.mark.parametrize("period", [LOOP_RULE.ngram, LOOP_RULE.ngram + 7, 2 * LOOP_RULE.ngram + 1])
-def test_a_repeated_sentence_ends_once_it_has_come_back_more_than_the_rule_allows(period):
+def test_a_repeated_sentence_ends_once_it_has_come_back_more_than_the_rule_allows(period, lead):
     sentence = list(range(100, 100 + period))
-    ids = [1, 2, 3, 4, 5] + sentence * 10
-    expected = 5 + LOOP_RULE.earlier * period + LOOP_RULE.ngram  # the first n-gram of the sentence, once too often
+    ids = lead + sentence * 10
+    expected = len(lead) + LOOP_RULE.earlier * period + LOOP_RULE.ngram  # the sentence's first n-gram, once too often
     assert watched(ids) == expected == first_loop(ids, LOOP_RULE)
 
 

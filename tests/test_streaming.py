@@ -45,7 +45,7 @@ def test_every_cut_of_a_multibyte_answer_shows_whole_characters_only(tokenizer, 
 def test_a_stop_string_after_multibyte_text_ends_the_answer_before_it(tokenizer):
     ids = tokenizer.encode("東京です。\n\nQuestion: more", add_special_tokens=False)
     pieces: list[str] = []
-    text = AnswerText(tokenizer, StopRule("test", ("\n\n",)), pieces.append)
+    text = AnswerText(tokenizer, StopRule(("\n\n",)), pieces.append)
     stopped = next((count for count, token in enumerate(ids, 1) if text.add(token)), None)
     assert stopped is not None and text.stop_string == "\n\n"
     assert text.finish() == "東京です。" == "".join(pieces)

@@ -180,8 +180,7 @@ def generate_answer(
     prompt_length = len(input_ids)
     generator = torch.Generator().manual_seed(options.seed) if options.seed is not None else None
     stops = stop_token_ids(model, tokenizer) if options.stop_at_eos else set()
-    text = AnswerText(tokenizer, StopRule("stop strings", options.stop_strings) if options.stop_strings else None,
-                      on_text)
+    text = AnswerText(tokenizer, StopRule(options.stop_strings) if options.stop_strings else None, on_text)
     loops = LOOP_RULE.watch() if options.stop_on_repeat else None
     repeated = None
     decode_steps = 0

@@ -25,9 +25,8 @@ STOP_REASONS = {
 
 @dataclass(frozen=True)
 class StopRule:
-    """Stop strings that end an answer; ``name`` is how the report calls the rule."""
+    """Stop strings that end an answer."""
 
-    name: str
     strings: tuple[str, ...]
 
     def _start(self, text: str) -> int:
@@ -42,7 +41,8 @@ class StopRule:
         return min(found) if found else None
 
     def safe_length(self, text: str) -> int:
-        """How much of ``text`` can be shown now: all of it but a tail that could begin a stop string."""
+        """How much of ``text`` can be shown now: all of it but a tail that could begin a stop string. ``text`` holds
+        no stop string yet (:meth:`cut` found none)."""
         start = self._start(text)
         held = 0
         for stop in self.strings:
@@ -54,10 +54,7 @@ class StopRule:
 
 
 # A completion-style answer ends at a blank line or at the next marker of the prompt's format (prompts/qa_base.txt).
-BASE_MODEL_STOP = StopRule(
-    name="blank line or prompt marker",
-    strings=("\n\n", "\nQuestion:", "\nAnswer:", "<document>", "</document>"),
-)
+BASE_MODEL_STOP = StopRule(("\n\n", "\nQuestion:", "\nAnswer:", "<document>", "</document>"))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from snapkv_cli.engine import CompressionSettings, SnapKVCache, prepare
 from snapkv_cli.engine.selection import select_kept_positions
 from snapkv_cli.engine.words import MAX_WORD_TOKENS, prompt_word_ids, whole_word_ranking, word_ids
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
+from tests.helpers import WordTokenizer
 from tests.tiny_models import prompt_ids, tiny_model
 
 
@@ -110,15 +111,6 @@ def test_a_head_keeps_words_whole_but_one_at_the_edge_of_its_budget(word_lengths
 
 def run(model, tokenizer, ids, settings, **kwargs):
     return generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=4), **kwargs)
-
-
-class WordTokenizer:
-    """Token ids decode to words of a few tokens: an id divisible by four starts a word, the others continue it."""
-
-    eos_token_id = None
-
-    def decode(self, ids, skip_special_tokens=True):
-        return "".join(f" w{i}" if i % 4 == 0 else f"x{i}" for i in ids)
 
 
 def partial_words(cache: SnapKVCache, words: torch.Tensor, window_size: int) -> list[int]:
