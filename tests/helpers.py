@@ -20,12 +20,16 @@ class WordTokenizer:
 
 
 class DigitTokenizer:
-    """Just enough of a tokenizer for ``generate_answer`` on tiny models: token ids decode to their digits."""
+    """Just enough of a tokenizer for ``generate_answer`` on tiny models: token ids decode to their digits, but the
+    ``special`` ones are left out when asked to skip special tokens."""
 
     eos_token_id = None
 
-    def decode(self, ids, skip_special_tokens=True):
-        return " ".join(str(i) for i in ids)
+    def __init__(self, special: frozenset[int] = frozenset()):
+        self.special = special
+
+    def decode(self, ids, skip_special_tokens=False):
+        return " ".join(str(i) for i in ids if not (skip_special_tokens and i in self.special))
 
 
 def assert_user_error(result, *fragments: str, code: int = 1) -> str:

@@ -67,6 +67,17 @@ def test_prefix_and_question_are_both_prefilled_in_chunks(chunk_size):
     assert result.reused_prefix_tokens == 100 and result.prompt_tokens == 120
 
 
+def test_progress_counts_the_prefill_by_layer_and_the_answer_by_token():
+    model = tiny_model("llama")
+    progress = recording_presenter()
+    generate_answer(model, DigitTokenizer(), prompt_ids(60, seed=3)[0].tolist(),
+                    CompressionSettings(window_size=8, max_capacity_prompt=30),
+                    GenerationOptions(max_new_tokens=5, stop_at_eos=False, prefill_chunk=25), progress=progress)
+    units = 3 * model.config.num_hidden_layers  # three chunks through every attention layer
+    assert progress.events == [["phase", "Prefill: 60 tokens", units, "layers", units],
+                               ["phase", "Answering: up to 5 tokens", 5, "tokens", 5]]
+
+
 def test_a_shared_prefix_reports_its_prefill_layer_by_layer():
     model = tiny_model("llama")
     progress = recording_presenter()

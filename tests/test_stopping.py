@@ -171,16 +171,17 @@ def test_a_small_rule_on_a_mixed_answer_agrees_with_brute_force():
     assert watched(ids, rule) == first_loop(ids, rule) == 10  # 6 7 8 comes back at tokens 8-10
 
 
-def _looping(stop_on_repeat: bool):
+def _looping(stop_on_repeat: bool, tokenizer=DigitTokenizer()):
     model = tiny_model("llama")
     settings = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=40, kernel_size=5)
-    return generate_answer(model, DigitTokenizer(), prompt_ids(150, seed=21)[0].tolist(), settings,
+    return generate_answer(model, tokenizer, prompt_ids(150, seed=21)[0].tolist(), settings,
                            GenerationOptions(max_new_tokens=300, stop_at_eos=False, stop_on_repeat=stop_on_repeat))
 
 
 def test_generation_ends_a_loop_of_the_tiny_model_unless_told_not_to():
     free = _looping(stop_on_repeat=False)
     assert free.stopped_by == free.stop_reason == "max_new_tokens" and len(free.generated_ids) == 300
+    assert free.repeated is None
     end = first_loop(free.generated_ids, LOOP_RULE)
     assert end is not None and end < 300  # this random model does fall into a loop
     looped = _looping(stop_on_repeat=True)
@@ -188,3 +189,8 @@ def test_generation_ends_a_loop_of_the_tiny_model_unless_told_not_to():
     assert looped.stopped_by == looped.stop_reason == "repetition" and looped.stop_on_repeat
     assert looped.repeated == DigitTokenizer().decode(free.generated_ids[end - LOOP_RULE.ngram:end])
     assert looped.answer == DigitTokenizer().decode(looped.generated_ids)
+    loop = free.generated_ids[end - LOOP_RULE.ngram:end]
+    special = frozenset(loop[:1])  # a token of the loop taken for a special token
+    marked = _looping(stop_on_repeat=True, tokenizer=DigitTokenizer(special=special))
+    assert marked.repeated == DigitTokenizer().decode([token for token in loop if token not in special])
+    assert marked.repeated != looped.repeated  # shown as the answer is: without special tokens
