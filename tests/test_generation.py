@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from snapkv_cli.engine import CompressionSettings
-from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
+from snapkv_cli.engine import CompressionSettings, SnapKVCache
+from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer, prefill
 from tests.helpers import DigitTokenizer, WordTokenizer, chunks, recorded_forwards, recording_presenter
 from tests.tiny_models import prompt_ids, tiny_model
 
@@ -78,10 +78,17 @@ def test_progress_counts_the_prefill_by_layer_and_the_answer_by_token():
                                ["phase", "Answering: up to 5 tokens", 5, "tokens", 5]]
 
 
-def test_a_shared_prefix_reports_its_prefill_layer_by_layer():
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_prefill_not_named_otherwise_reports_as_prefill_layer_by_layer(shared):
     model = tiny_model("llama")
     progress = recording_presenter()
-    build_prefix(model, prompt_ids(30, seed=4)[0].tolist(), window_size=4, chunk_size=10, progress=progress)
+    ids = prompt_ids(30, seed=4)[0].tolist()
+    if shared:
+        build_prefix(model, ids, window_size=4, chunk_size=10, progress=progress)
+    else:
+        with torch.inference_mode():
+            prefill(model, ids, SnapKVCache(settings=CompressionSettings(window_size=4, max_capacity_prompt=12)),
+                    chunk_size=10, progress=progress)
     units = 3 * model.config.num_hidden_layers  # three chunks through every attention layer
     assert progress.events == [["phase", "Prefill", units, "layers", units]]
 

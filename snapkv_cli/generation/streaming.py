@@ -66,5 +66,4 @@ class AnswerText:
         self.text = whole_characters(self.text)
         if self.on_text is not None and len(self.text) > len(self.emitted):
             self.on_text(self.text[len(self.emitted):])
-            self.emitted = self.text
         return self.text.strip()
