@@ -181,7 +181,7 @@ def _looping(stop_on_repeat: bool, tokenizer=DigitTokenizer()):
 def test_generation_ends_a_loop_of_the_tiny_model_unless_told_not_to():
     free = _looping(stop_on_repeat=False)
     assert free.stopped_by == free.stop_reason == "max_new_tokens" and len(free.generated_ids) == 300
-    assert free.repeated is None
+    assert free.repeated is None and not free.stop_on_repeat
     end = first_loop(free.generated_ids, LOOP_RULE)
     assert end is not None and end < 300  # this random model does fall into a loop
     looped = _looping(stop_on_repeat=True)
