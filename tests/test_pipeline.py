@@ -91,11 +91,16 @@ def test_a_chunked_prefill_advances_per_layer_and_chunk(loaded, session):
 
 
 def test_the_report_names_the_model_and_times_within_the_wall_clock(loaded, session):
+    described = dataclasses.replace(loaded, dtype_reason="auto: the test's reason", quantization="int8")
     started = time.perf_counter()
-    answer = session(loaded).ask("Who oiled the clockwork?")
+    answer = session(described).ask("Who oiled the clockwork?")
     elapsed = time.perf_counter() - started
     report = answer.report
     assert (report.model, report.device, report.dtype) == (loaded.name, "cpu", "float32")
+    assert (report.dtype_reason, report.quantization) == ("auto: the test's reason", "int8")
+    timings = report.timings
+    # the wall time holds the prefill and the decoding and is part of this call (each rounded to 1 ms)
+    assert 0 < timings.prefill_s + timings.decode_s <= timings.wall_s + 0.002 and timings.wall_s <= elapsed + 0.001
     assert report.prefix.source == "prefill" and report.prefix.tokens == answer.prompt.prefix_length
     assert 0 < report.prefix.seconds <= elapsed  # the prefix's own prefill: part of this call, never more
 
