@@ -44,7 +44,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                  ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
                   "tests/test_cli.py", "tests/test_long_documents.py", "tests/test_stopping.py",
                   "tests/test_batch.py"]),
-    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py"]),
+    "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_docqa.py"]),
     "doc_cache": (["snapkv_cli/doc_cache/*"], ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
                                              "tests/test_pipeline.py"]),
     "documents_prompting": (["snapkv_cli/documents.py", "snapkv_cli/prompting.py"],
