@@ -1156,7 +1156,7 @@ def test_ray_executor_workers(monkeypatch):
     assert message(caught.value) == "--workers must be at least 1, got 0"
     assert RayExecutor(RunOptions(), workers=1).workers == 1 and RayExecutor(RunOptions(), workers=3).workers == 3
     assert RayExecutor(RunOptions()).workers == 1
-    assert RayExecutor(RunOptions()).assignments() == {}  # no actor works on any job before the run
+    assert RayExecutor(RunOptions()).slots == []  # no actor before the run
 
 
 def test_a_ray_that_fails_to_import_says_why(monkeypatch, tmp_path):

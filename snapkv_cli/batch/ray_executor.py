@@ -212,7 +212,3 @@ class RayExecutor(Executor):
             recorder.line(line)
             if not slot.pending:
                 slot.task = None
-
-    def assignments(self) -> dict:
-        """The actor working on each job now, by job id (for tests that kill one)."""
-        return {slot.task.job.id: slot.actor for slot in self.slots if slot.task is not None}
