@@ -118,6 +118,40 @@ def test_make_tasks_builds_docqa_tasks_in_document_order(tokenizer, template):
         make_tasks(tokenizer, "docqa", 4096, 3, template)  # a byte tokenizer: the text is longer than 4096
 
 
+def test_a_docqa_task_holds_its_question_its_document_and_the_answer_s_place(tokenizer, template):
+    """Each task, field by field, from the drawn question and the text read here; the seed chooses the draw."""
+    huge = PromptShape(tokenizer, template, 10 ** 7)
+    drawn = docqa.draw(8192, 4, "test", 3)
+    assert drawn != docqa.draw(8192, 4, "test", 0)  # seed 3 draws other questions than the default seed
+    tasks = docqa_tasks(huge, 8192, 4, "test", 3)
+    assert len(tasks) == len(drawn) == 4
+    for i, (task, question) in enumerate(zip(tasks, drawn)):
+        assert (task.kind, task.seed, task.question) == ("docqa", f"test/docqa/8192/{i}/3", question.question)
+        assert task.document == real_text(question.source)
+        assert task.answers == question.expected and task.answer_kind == question.kind
+        assert task.vocabulary == question.vocabulary and task.depth == pytest.approx(place(question))
+
+
+def test_make_tasks_passes_its_seed_to_the_draw(tokenizer, template, monkeypatch):
+    """``make_tasks(seed=...)`` draws docqa's questions and seeds its tasks with that seed. (The byte tokenizer's
+    prompts of real documents are several times their bench length, so here every prompt counts as fitting.)"""
+    monkeypatch.setattr(PromptShape, "prompt_tokens", lambda self, document, question: 0)
+    tasks = make_tasks(tokenizer, "docqa", 8192, 4, template, seed=3)
+    assert [task.question for task in tasks] == [question.question for question in docqa.draw(8192, 4, "test", 3)]
+    assert [task.seed for task in tasks] == [f"test/docqa/8192/{i}/3" for i in range(4)]
+
+
+def test_a_document_fits_a_prompt_of_exactly_its_tokens(tokenizer, template):
+    """The longest prompt of a draw fits a limit of exactly its tokens; one token less names the document."""
+    questions = docqa.draw(4096, 2, "test", 0)
+    need = [PromptShape(tokenizer, template, 0).prompt_tokens(real_text(q.source), q.question) for q in questions]
+    assert len(docqa_tasks(PromptShape(tokenizer, template, max(need)), 4096, 2, "test", 0)) == 2
+    with pytest.raises(UserError) as caught:
+        docqa_tasks(PromptShape(tokenizer, template, max(need) - 1), 4096, 2, "test", 0)
+    first_too_long = questions[need.index(max(need))].source
+    assert str(caught.value) == f"{docqa.SOURCES[first_too_long].title} does not fit a {max(need) - 1:,}-token prompt"
+
+
 def test_another_text_stops_the_task(monkeypatch):
     source = docqa.SOURCES["re_docstring"]
     docqa.document.cache_clear()
