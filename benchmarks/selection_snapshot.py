@@ -1,5 +1,6 @@
-"""The kept positions of every method on tiny models, written to a file and compared later: a change that should only
-make the selection faster must leave every kept position where it was.
+"""The kept positions of every method on tiny models, and the tokens greedily decoded after them, written to a file and
+compared later: a change that should only make the selection faster, or only move code, must leave every kept
+position where it was and every decoded token as it was.
 
     .venv/bin/python -m benchmarks.selection_snapshot --write /tmp/before.pt   # on the code before the change
     .venv/bin/python -m benchmarks.selection_snapshot --compare /tmp/before.pt  # on the code after it
@@ -7,7 +8,7 @@ make the selection faster must leave every kept position where it was.
 Cases: every method, and CriticalKV and DefensiveKV with each setting suffix of the bench grid, on the tiny models of
 four families (tests/tiny_models.py), in float32 and bfloat16, at two prompt lengths and two budgets, each prefilled
 in one pass and, as ``snapkv ask -Q a -Q b`` runs it, as two questions on one shared prefix. The comparison is
-exact (``torch.equal`` on every layer's kept positions and per-head counts).
+exact (``torch.equal`` on every layer's kept positions and per-head counts, and the same decoded token ids).
 """
 
 from __future__ import annotations
@@ -28,9 +29,26 @@ def cases():
                 yield family, dtype, length, budget
 
 
+DECODED_TOKENS = 4
+
+
 def kept_of(cache) -> list:
     return [(layer, record.kept_positions, record.kept_counts) for layer, record in sorted(cache.records.items())
             if not record.sliding]
+
+
+def decoded(model, cache, logits, end: int) -> list[int]:
+    """The ids of :data:`DECODED_TOKENS` tokens decoded greedily from ``cache`` (the prompt ends at ``end``)."""
+    import torch
+
+    ids = []
+    for step in range(DECODED_TOKENS):
+        token = logits.argmax(dim=-1, keepdim=True)
+        ids.append(int(token))
+        position = torch.tensor([end + step])
+        logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
+                       use_cache=True).logits[:, -1]
+    return ids
 
 
 def snapshot() -> dict:
@@ -59,13 +77,17 @@ def snapshot() -> dict:
                 settings = grid.settings(label, budget)
                 cache = SnapKVCache(settings=settings, config=model.config)
                 cache.word_ids = torch.arange(length) // 3  # words of three tokens (whole_words)
-                prefill(model, ids, cache)
+                logits = prefill(model, ids, cache)
                 result[(family, dtype, length, budget, label, "one-pass")] = kept_of(cache)
+                result[(family, dtype, length, budget, label, "one-pass", "decoded")] = decoded(
+                    model, cache, logits, length)
                 for index, question in enumerate(questions):
                     fork = prefix.fork(settings)
                     fork.word_ids = torch.arange(length + len(question)) // 3
-                    prefill(model, question, fork, start=length)
+                    logits = prefill(model, question, fork, start=length)
                     result[(family, dtype, length, budget, label, f"question-{index}")] = kept_of(fork)
+                    result[(family, dtype, length, budget, label, f"question-{index}", "decoded")] = decoded(
+                        model, fork, logits, length + len(question))
         model.to(torch.float32)
         print(family, dtype, length, budget, file=sys.stderr, flush=True)
     return result
@@ -77,6 +99,10 @@ def compare(before: dict, after: dict) -> list[str]:
     differences = [f"{key}: missing" for key in before if key not in after]
     for key, layers in before.items():
         if key not in after:
+            continue
+        if key[-1] == "decoded":
+            if layers != after[key]:
+                differences.append(f"{key}: {layers} became {after[key]}")
             continue
         for (layer, positions, counts), (_, new_positions, new_counts) in zip(layers, after[key], strict=True):
             same = torch.equal(positions, new_positions) and (
