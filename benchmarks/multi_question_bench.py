@@ -81,13 +81,13 @@ def dtype_check(document_path: Path, cli_answers: list[str]) -> dict:
     """
     import torch
 
-    from snapkv_cli import pipeline
+    from snapkv_cli.answering import session as pipeline
+    from snapkv_cli.answering.documents import load_document
+    from snapkv_cli.answering.prompting import load_template
     from snapkv_cli.defaults import CLI_DEFAULTS, METHOD, METHOD_SETTINGS
-    from snapkv_cli.documents import load_document
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.models.loader import load_model
-    from snapkv_cli.prompting import load_template
 
     loaded = load_model(device="cpu")
     document = load_document(str(document_path))

@@ -147,11 +147,11 @@ def questions_child(length: int, threads: int, dtype: str, budget: int, new_toke
     """One process: questions on one document's shared prefix, as ``snapkv ask -Q a -Q b`` runs them."""
     import torch
 
+    from snapkv_cli.answering.documents import Document, Page
+    from snapkv_cli.answering.prompting import load_template
+    from snapkv_cli.answering.session import DocumentSession
     from snapkv_cli.bench.grid import MethodGrid
-    from snapkv_cli.documents import Document, Page
     from snapkv_cli.generation import GenerationOptions
-    from snapkv_cli.pipeline import DocumentSession
-    from snapkv_cli.prompting import load_template
 
     from .multi_question_bench import build_document
 

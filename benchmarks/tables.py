@@ -1099,7 +1099,7 @@ def report_panel(path: str) -> str:
 
     from rich.console import Console
 
-    from snapkv_cli.cli.report_view import render_report
+    from snapkv_cli.views.report_panel import render_report
 
     def namespace(value):
         if isinstance(value, dict):

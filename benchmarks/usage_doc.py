@@ -4,10 +4,10 @@
 :data:`snapkv_cli.cli.app` and write, per command, what ``--help`` shows (description, usage line, arguments, then
 the options grouped by their ``rich_help_panel`` in the order ``--help`` prints them), as plain Markdown: no Rich
 markup, no terminal width. :func:`json_schema` lists the keys of ``snapkv ask --json`` (from the typed
-:class:`~snapkv_cli.report.Report` and its nested dataclasses) and of ``snapkv inspect --json`` (the object
-:meth:`~snapkv_cli.inspection.Inspection.to_json` makes of a small synthetic inspection), each key with its type and
-the meaning written in :data:`MEANINGS`; a key the code adds shows up (without a meaning until one is written:
-``tests/test_usage_doc.py`` asks for it) and a key it drops disappears.
+:class:`~snapkv_cli.answering.report.Report` and its nested dataclasses) and of ``snapkv inspect --json`` (the
+object :meth:`~snapkv_cli.answering.inspection.Inspection.to_json` makes of a small synthetic inspection), each key with
+its type and the meaning written in :data:`MEANINGS`; a key the code adds shows up (without a meaning until one is
+written: ``tests/test_usage_doc.py`` asks for it) and a key it drops disappears.
 
 They are generators of ``benchmarks/tables.py``'s blocks (``<!-- generated: usage-index -->`` ...), so
 ``python -m benchmarks.tables --write`` rewrites them and ``--check`` fails when the doc has drifted.
@@ -451,7 +451,7 @@ def _value_type(value) -> str:
 def ask_keys() -> list[tuple[str, str]]:
     """``snapkv ask --json``'s key paths, in the order ``Report.to_json`` writes them, and their JSON types (from the
     report's annotations)."""
-    from snapkv_cli.report import Report
+    from snapkv_cli.answering.report import Report
 
     typed = {path: _type_name(annotation) for path, annotation in _annotations(Report).items()}
     return [(path, typed.get(path) or _value_type(value)) for path, value in _paths(_sample(Report).to_json())]
@@ -461,9 +461,9 @@ def _sample_inspection():
     """A one-layer, one-head inspection of a two-token prompt, with an answer: its ``to_json`` has every key."""
     import numpy as np
 
-    from snapkv_cli.inspection import Inspection
-    from snapkv_cli.prompting import Prompt
-    from snapkv_cli.report import Report
+    from snapkv_cli.answering.inspection import Inspection
+    from snapkv_cli.answering.prompting import Prompt
+    from snapkv_cli.answering.report import Report
 
     prompt = Prompt(text="ab", input_ids=[1, 2], document_span=(0, 1), question_span=(1, 2), token_pages=[1, None],
                     prefix_length=1)
@@ -477,11 +477,11 @@ def inspect_keys() -> list[tuple[str, str]]:
     has the key, the sample's value's type otherwise."""
     import numpy as np
 
-    from snapkv_cli.inspection import Occurrence
+    from snapkv_cli.answering.inspection import Occurrence
 
     data = _sample_inspection().to_json()
     data["found"] = [Occurrence("a", 0, 1, np.ones((1, 1), dtype=np.int64)).to_json()]  # cli/inspect.py's --find
-    from snapkv_cli.report import Report
+    from snapkv_cli.answering.report import Report
 
     typed = {path: _type_name(annotation) for path, annotation in _annotations(Report).items()}
     return [(path, typed.get(path) or _value_type(value)) for path, value in _paths(data)]
@@ -489,7 +489,7 @@ def inspect_keys() -> list[tuple[str, str]]:
 
 def _meaning(path: str, kind: str) -> str:
     if path == "schema_version":
-        from snapkv_cli import inspection, report
+        from snapkv_cli.answering import inspection, report
 
         version = (inspection if kind == "inspect" else report).SCHEMA_VERSION
         return f"`{version}`: " + MEANINGS[path]

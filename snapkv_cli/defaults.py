@@ -1,4 +1,5 @@
-"""The command line's defaults, in one place, kept free of heavy imports so `snapkv --help` stays fast.
+"""The command line's defaults, in one place: plain values that import nothing, so every layer may read them and
+`snapkv --help` stays fast.
 
 The library's own defaults are the SnapKV paper's and live in :class:`snapkv_cli.engine.CompressionSettings`
 (window 32, kernel 5, avgpool, capacity 4096); ``SnapKVCache`` takes them from there. The command line and the
@@ -7,8 +8,6 @@ benchmarks use the values below instead (:func:`cli_setting`), chosen by measure
 whole where avgpool 5 cuts it short; a budget of 1024 tokens per layer and KV head is SnapKV's smallest published
 LongBench setting.
 """
-
-from .engine.settings import library_default  # torch-free
 
 CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, pooling="maxpool")
 
@@ -23,11 +22,6 @@ METHOD_SETTINGS = dict(head_budgets="uniform", pooling_window="causal")
 
 # Tokens generated per answer unless --max-new-tokens says otherwise (also the room kept for it in the context).
 MAX_NEW_TOKENS = 128
-
-
-def cli_setting(name: str):
-    """The command line's default for the compression setting ``name``: :data:`CLI_DEFAULTS`', else the library's."""
-    return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else library_default(name)
 
 # Whether --dtype auto on a CPU that computes bfloat16 natively (AVX512_BF16, AMX, aarch64 bf16; detected in
 # snapkv_cli/models/cpu_features.py) loads the weights in bfloat16 rather than float32. Selection math stays float32

@@ -35,9 +35,9 @@ def no_timed_progress_lines(monkeypatch):
     """Off a terminal, progress lines depend on time (one every few seconds, none in a run's first seconds): no test
     sees them unless it asks for them (tests/test_progress.py), so that stderr checks do not depend on the machine's
     speed."""
-    from snapkv_cli.cli import progress_view
+    from snapkv_cli.views import progress_display
 
-    monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", float("inf"))
+    monkeypatch.setattr(progress_display, "LINE_INTERVAL_S", float("inf"))
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def template():
     """The default prompt template from prompts/."""
-    from snapkv_cli.prompting import load_template
+    from snapkv_cli.answering.prompting import load_template
 
     return load_template()
 

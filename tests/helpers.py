@@ -100,9 +100,9 @@ def chunks(first: int, end: int, size: int | None) -> list[tuple[int, int]]:
 
 
 def recording_presenter():
-    """A :class:`~snapkv_cli.presenters.Presenter` whose ``events`` list records progress, phases (with the units
-    advanced in each) and notices."""
-    from snapkv_cli.presenters import Presenter
+    """A :class:`~snapkv_cli.answering.presenter.Presenter` whose ``events`` list records progress, phases (with the
+    units advanced in each) and notices."""
+    from snapkv_cli.answering.presenter import Presenter
 
     class Recording(Presenter):
         def __init__(self):

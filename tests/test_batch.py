@@ -23,8 +23,8 @@ from typer.testing import CliRunner
 import snapkv_cli.cli as cli
 from snapkv_cli.batch.jobs import Job, expand_documents, jobs_from_paths, read_jobs
 from snapkv_cli.batch.output import AnswerFile, encode
+from snapkv_cli.batch.presenter import BatchPresenter
 from snapkv_cli.errors import BadJob, OutputInUse, UserError
-from snapkv_cli.presenters import BatchPresenter
 from tests.example_writer import make_examples
 from tests.fake_ray import FakeRay
 from tests.helpers import assert_user_error, record_loaded_forwards
@@ -633,10 +633,10 @@ def test_a_second_line_for_a_question_stops_the_batch_and_it_still_ends(tmp_path
 def test_a_document_is_read_with_the_job_s_pages_else_the_run_s(corpus):
     import io
 
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.driver import Recorder, Task, read_document
     from snapkv_cli.batch.output import StreamOutput
     from snapkv_cli.batch.summary import BatchSummary
-    from snapkv_cli.runner import RunOptions
 
     own, default, missing = (Task(Job(name, path, ("Q0", "Q1"), pages=pages), ((0, "Q0"), (1, "Q1")))
                              for name, path, pages in (("own", corpus["report.pdf"], "3"),
@@ -928,8 +928,8 @@ def test_ray_flag_without_ray_names_the_install_command(corpus, tiny_model_path,
     ([(0, 0), (6, 0)], "auto", 2, (2, {"num_cpus": 3}, "auto")),
 ])
 def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.ray_executor import RayExecutor
-    from snapkv_cli.runner import RunOptions
 
     monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
     executor = RayExecutor(RunOptions(device=device), workers=workers)
@@ -942,10 +942,10 @@ def test_ray_actor_resources(monkeypatch, nodes, device, workers, expected):
                                                       ([(1, 0)], 2, "at most 1: the cluster's CPUs"),
                                                       ([(0, 0)], 2, "at most 0: the cluster's CPUs")])
 def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, fragment):
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.ray_executor import RayExecutor
     from snapkv_cli.cli.errors import message
     from snapkv_cli.errors import InvalidValue
-    from snapkv_cli.runner import RunOptions
 
     monkeypatch.setitem(sys.modules, "ray", FakeRay(*nodes))
     with pytest.raises(InvalidValue) as caught:
@@ -957,9 +957,9 @@ def test_ray_refuses_more_workers_than_devices(monkeypatch, nodes, workers, frag
 
 
 def small_options(model: str, **more):
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
-    from snapkv_cli.runner import RunOptions
 
     return RunOptions(model=model, device="cpu", generation=GenerationOptions(max_new_tokens=4),
                       settings=CompressionSettings(window_size=16, max_capacity_prompt=48), **more)
@@ -969,8 +969,8 @@ def test_a_worker_turns_each_failure_into_the_line_of_its_question(short_context
     """A document that cannot become a prompt fails each of its questions, a question too long fails alone, the
     next document starts afresh; an answer's index is its place in the job, and the model's load time goes to the
     worker's first answer, however many questions failed before it."""
+    from snapkv_cli.answering.documents import load_document
     from snapkv_cli.batch.worker import BatchWorker
-    from snapkv_cli.documents import load_document
 
     long, short = tmp_path / "long.txt", tmp_path / "short.txt"
     long.write_text(NOTES * 6)  # longer than the model's context
@@ -998,9 +998,9 @@ def test_a_worker_turns_each_failure_into_the_line_of_its_question(short_context
 
 
 def test_a_worker_uses_the_job_s_own_template_and_truncation(short_context_model_path, tmp_path):
+    from snapkv_cli.answering.documents import load_document
+    from snapkv_cli.answering.prompting import load_template
     from snapkv_cli.batch.worker import BatchWorker
-    from snapkv_cli.documents import load_document
-    from snapkv_cli.prompting import load_template
 
     long = tmp_path / "long.txt"
     long.write_text(NOTES * 6)
@@ -1023,8 +1023,8 @@ def test_a_worker_uses_the_job_s_own_template_and_truncation(short_context_model
 
 def test_a_worker_that_cannot_load_its_model_says_why(tmp_path):
     """load() gives the reason; a document opened all the same gets the reason as the error of each question."""
+    from snapkv_cli.answering.documents import load_document
     from snapkv_cli.batch.worker import BatchWorker
-    from snapkv_cli.documents import load_document
 
     missing = tmp_path / "no-model"
     problem = BatchWorker(small_options(str(missing))).load()
@@ -1107,8 +1107,8 @@ def test_ray_is_joined_or_started_quietly(monkeypatch, address, environment, das
     stay off the terminal; a process that has joined Ray already is not joined again."""
     import logging
 
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.ray_executor import RayExecutor
-    from snapkv_cli.runner import RunOptions
 
     if environment is None:
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -1129,8 +1129,8 @@ def test_ray_is_joined_or_started_quietly(monkeypatch, address, environment, das
     ("10.0.0.5:6379", "10.0.0.7:6379", "10.0.0.5:6379"), (None, "10.0.0.7:6379", "10.0.0.7:6379"),
     (None, None, "a local Ray")])
 def test_a_ray_that_cannot_be_joined_is_a_user_error(monkeypatch, error, address, environment, where):
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.ray_executor import RayExecutor
-    from snapkv_cli.runner import RunOptions
 
     if environment is None:
         monkeypatch.delenv("RAY_ADDRESS", raising=False)
@@ -1145,10 +1145,10 @@ def test_a_ray_that_cannot_be_joined_is_a_user_error(monkeypatch, error, address
 
 def test_ray_executor_workers(monkeypatch):
     """At least one worker; before the cluster is seen, as many as asked for, else one."""
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.ray_executor import RayExecutor
     from snapkv_cli.cli.errors import message
     from snapkv_cli.errors import InvalidValue
-    from snapkv_cli.runner import RunOptions
 
     monkeypatch.setitem(sys.modules, "ray", FakeRay((4, 0)))
     with pytest.raises(InvalidValue) as caught:
@@ -1189,10 +1189,10 @@ class FailingRay(FakeRay):
 def test_a_ray_started_for_a_batch_is_shut_down_at_its_end(monkeypatch, joined_before):
     """Even when the run fails: a Ray the executor started is shut down; one this process had joined before is
     left running for it."""
+    from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.driver import run_batch
     from snapkv_cli.batch.output import StreamOutput
     from snapkv_cli.batch.ray_executor import RayExecutor
-    from snapkv_cli.runner import RunOptions
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     fake = FailingRay((2, 0), initialized=joined_before)

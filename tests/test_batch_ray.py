@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 import ray
 
+from snapkv_cli.answering.runner import RunOptions
 from snapkv_cli.batch.driver import run_batch
 from snapkv_cli.batch.jobs import Job
 from snapkv_cli.batch.lines import describe_error, error_line
 from snapkv_cli.batch.local import LocalExecutor
 from snapkv_cli.batch.output import AnswerFile, StreamOutput
+from snapkv_cli.batch.presenter import BatchPresenter
 from snapkv_cli.batch.ray_executor import RayExecutor
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
-from snapkv_cli.presenters import BatchPresenter
-from snapkv_cli.runner import RunOptions
 from tests.fake_ray import ActorDied, FakeRay
 from tests.test_batch import NOTES, QUESTIONS, comparable, jsonl
 

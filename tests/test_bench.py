@@ -7,13 +7,13 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from snapkv_cli.answering.documents import Document, Page
+from snapkv_cli.answering.prompting import build_prompt, load_template
 from snapkv_cli.bench.accuracy import AccuracyPlan, Outcome, summary_rows, tally
 from snapkv_cli.bench.haystack import split_paragraphs
 from snapkv_cli.bench.retention import Paired, Tally, wilson_interval
 from snapkv_cli.bench.tasks import NEW_TOKENS, TASK_KINDS, TASKS, VARIABLES, make_tasks
 from snapkv_cli.cli import app
-from snapkv_cli.documents import Document, Page
-from snapkv_cli.prompting import build_prompt, load_template
 from tests.helpers import recorded_forwards
 
 
@@ -238,7 +238,7 @@ def test_accuracy_prefills_each_document_once_on_the_one_run_path(tiny_model_pat
     """Each sample is one DocumentSession: one forward from position 0 over the document's prefix, then every method
     prefills only the question on a fork of it (H2O's fork needs the attention sums: the session kept them), and
     every answer is the answer a one-question ``ask`` gives with the same settings."""
-    from snapkv_cli import pipeline
+    from snapkv_cli.answering import session as pipeline
     from snapkv_cli.bench.accuracy import run_accuracy
     from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.models.loader import load_model
@@ -282,7 +282,7 @@ def test_accuracy_answer_room_is_sized_per_task_and_split_is_an_option(tiny_mode
 
 def test_bench_sample_reruns_a_cell_with_ask(short_context_model_path, tmp_path):
     """``bench sample`` gives one sample's document and question; ``ask`` on them answers as the bench's cell did."""
-    from snapkv_cli.documents import load_document
+    from snapkv_cli.answering.documents import load_document
 
     common = ["--model", short_context_model_path, "--max-new-tokens", "6"]
     run = CliRunner().invoke(app, ["bench", "accuracy", *common, "--lengths", "2048", "--budgets", "64", "--methods",
@@ -421,8 +421,8 @@ def test_a_method_label_sets_the_allotment_its_suffix_names_on_its_policy():
 def test_default_model_prompts_fit_its_context_at_8k(kind):
     """The issue's case: with the default model's tokenizer and chat template, "8192" prompts used to be 8,271-8,334
     tokens. Now each stays within the 8,192-token context minus the answer's room, and close to it."""
+    from snapkv_cli.answering.session import context_length
     from snapkv_cli.models.loader import load_model
-    from snapkv_cli.pipeline import context_length
 
     loaded = load_model(device="cpu")
     context, template = context_length(loaded), load_template()

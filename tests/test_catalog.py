@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from snapkv_cli.answering.documents import Document, Page
+from snapkv_cli.answering.prompting import load_template
+from snapkv_cli.answering.session import DocumentSession
 from snapkv_cli.cli.errors import message as cli_message
-from snapkv_cli.documents import Document, Page
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong
 from snapkv_cli.generation import GenerationOptions
 from snapkv_cli.models import catalog, default_model, gemma3
 from snapkv_cli.models.loader import load_model
-from snapkv_cli.pipeline import DocumentSession
-from snapkv_cli.prompting import load_template
 
 
 @pytest.mark.parametrize(("name", "expected"), [

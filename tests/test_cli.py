@@ -22,9 +22,9 @@ import torch
 from typer.testing import CliRunner
 
 import snapkv_cli
+import snapkv_cli.answering.session as pipeline
 import snapkv_cli.cli as cli
 import snapkv_cli.cli.console
-import snapkv_cli.pipeline as pipeline
 from snapkv_cli.engine.methods import METHODS
 from snapkv_cli.errors import UserError
 from snapkv_cli.generation.stopping import LOOP_RULE
@@ -822,8 +822,8 @@ def test_compression_options_default_to_the_command_line_defaults_or_to_the_meth
      "document cache: not stored: the cache is full"),
 ])
 def test_the_document_cache_line_says_what_was_done_and_why(info, line):
-    from snapkv_cli.cli.report_view import doc_cache_line
-    from snapkv_cli.report import DocCacheInfo
+    from snapkv_cli.answering.report import DocCacheInfo
+    from snapkv_cli.views.report_panel import doc_cache_line
 
     assert doc_cache_line(DocCacheInfo(enabled=True, **info)) == line
 
@@ -832,8 +832,8 @@ def test_a_library_runner_reads_documents_with_its_pages_and_size_limit(tmp_path
     """``Runner.read`` (the library's way in, as the guide shows it): the options' page selection and size limit."""
     import io
 
+    from snapkv_cli.answering.runner import Runner, RunOptions
     from snapkv_cli.errors import DocumentTooLarge
-    from snapkv_cli.runner import Runner, RunOptions
 
     path = tmp_path / "paged.txt"
     path.write_text("first page\fsecond page\fthird page\ffourth page", encoding="utf-8")

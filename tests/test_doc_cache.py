@@ -157,8 +157,8 @@ def test_document_template_and_model_changes_make_new_entries(notes, tiny_model_
 
 
 def test_key_covers_model_weights_template_and_ids(tiny_model_path):
+    from snapkv_cli.answering.prompting import load_template
     from snapkv_cli.models.loader import load_model
-    from snapkv_cli.prompting import load_template
 
     loaded = load_model(tiny_model_path, device="cpu")
     key = keys.prefix_key(loaded, load_template(), [5, 6, 7], 32, False)
@@ -207,7 +207,7 @@ def test_the_key_records_what_built_the_prefix(tmp_path):
     type, attention implementation and the library versions."""
     import transformers
 
-    from snapkv_cli.prompting import load_template
+    from snapkv_cli.answering.prompting import load_template
 
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(bytes(100))
@@ -240,7 +240,7 @@ def test_templates_of_the_same_name_with_other_words_are_other_keys(tmp_path):
 
 
 def test_another_revision_attention_or_config_is_another_key(tmp_path):
-    from snapkv_cli.prompting import load_template
+    from snapkv_cli.answering.prompting import load_template
 
     def key(**options):
         return keys.key_text(keys.prefix_key(stand_in("org/some-model", **options), load_template(), [5, 6], 8, False))
@@ -255,7 +255,7 @@ def test_every_kind_of_weight_file_is_in_the_key(tmp_path, suffix):
     """Re-converting a model (a weight file of any of the known kinds rewritten: new size or modification time)
     changes the key, whether the source is the model's directory or the weight file itself; other files in the
     directory (config, tokenizer, notes) and a dangling link do not count."""
-    from snapkv_cli.prompting import load_template
+    from snapkv_cli.answering.prompting import load_template
 
     weights = tmp_path / f"weights{suffix}"
     weights.write_bytes(bytes(64))

@@ -455,8 +455,8 @@ def test_a_file_replaced_after_it_failed_validation_is_not_deleted(tmp_path, mon
 
 
 def test_the_prefill_chunk_is_part_of_the_key(notes, tiny_model_path, isolated):
+    from snapkv_cli.answering.prompting import load_template
     from snapkv_cli.models.loader import load_model
-    from snapkv_cli.prompting import load_template
 
     loaded = load_model(tiny_model_path, device="cpu")
     ids = list(range(5, 45))

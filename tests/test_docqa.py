@@ -168,7 +168,7 @@ def test_every_document_fits_its_length_with_the_default_model():
     """Real tokenizer: each document's prompt lies within (length / 2, length - answer tokens]."""
     from transformers import AutoTokenizer
 
-    from snapkv_cli.prompting import load_template
+    from snapkv_cli.answering.prompting import load_template
     tokenizer = AutoTokenizer.from_pretrained(Path.home() / ".cache/snapkv/models/smollm2-135m-instruct")
     shape = PromptShape(tokenizer, load_template(), 10 ** 7)
     for question in docqa.QUESTIONS:

@@ -10,7 +10,7 @@ import pytest
 
 from snapkv_cli import defaults
 from snapkv_cli.bench.grid import SUFFIXES
-from snapkv_cli.engine.settings import CompressionSettings, settings_declarations
+from snapkv_cli.engine.settings import CompressionSettings, cli_setting, settings_declarations
 
 METHODS_DOC = Path(__file__).resolve().parent.parent / "docs" / "methods.md"
 CODE_SPAN = re.compile(r"`([^`\n]*)`")
@@ -51,7 +51,7 @@ def test_every_option_value_in_the_default_methods_paragraph_is_the_command_line
             if name is None:
                 continue
             expected = defaults.METHOD if name == "method" else defaults.METHOD_SETTINGS.get(
-                name, defaults.cli_setting(name))
+                name, cli_setting(name))
             assert value == str(expected), f"{flag} {value}: the command line's default is {expected}"
             checked.append(flag)
     assert {"--method", "--budget", "--window", "--kernel"} <= set(checked)

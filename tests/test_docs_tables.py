@@ -80,7 +80,7 @@ def test_a_groups_mutants_face_every_test_file_written_for_its_code(tmp_path):
             } <= set(engine)
     assert {"tests/test_streaming.py", "tests/test_generation.py"} <= set(mutation.test_files("generation"))
     assert "tests/test_views.py" in mutation.test_files("report_views")  # named after the package views/
-    for name in ("snapkv_cli/engine/fresh.py", "snapkv_cli/prompting.py", "tests/test_fresh.py",
+    for name in ("snapkv_cli/engine/fresh.py", "snapkv_cli/answering/prompting.py", "tests/test_fresh.py",
                  "tests/engine/test_anything.py", "tests/test_prompting.py", "tests/test_unrelated.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
@@ -98,13 +98,13 @@ def test_a_full_mutation_run_replaces_the_earlier_runs_rerun(tmp_path):
     results, work = tmp_path / "results", tmp_path / "work"
     (work / "mutants" / "snapkv_cli").mkdir(parents=True)
     (work / "mutants" / "snapkv_cli" / "pipeline.py.meta").write_text(
-        json.dumps({"exit_code_by_key": {"snapkv_cli.pipeline.x_f__mutmut_1": 1}}))
+        json.dumps({"exit_code_by_key": {"snapkv_cli.answering.session.x_f__mutmut_1": 1}}))
     results.mkdir()
     (results / "pipeline.rerun.json").write_text(json.dumps(
-        {"statuses": {"snapkv_cli.pipeline.x_f__mutmut_1": "survived"}, "not_killed": {}, "seconds": 1}))
+        {"statuses": {"snapkv_cli.answering.session.x_f__mutmut_1": "survived"}, "not_killed": {}, "seconds": 1}))
     mutation.collect("pipeline", work, 5.0, 2, results, commit="0" * 40)
     assert not (results / "pipeline.rerun.json").exists()
-    assert mutation.module_statuses("pipeline", results) == {"snapkv_cli.pipeline.x_f__mutmut_1": "killed"}
+    assert mutation.module_statuses("pipeline", results) == {"snapkv_cli.answering.session.x_f__mutmut_1": "killed"}
 
 
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):

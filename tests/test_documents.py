@@ -1,4 +1,4 @@
-"""Tests for snapkv_cli.documents and the example documents."""
+"""Tests for snapkv_cli.answering.documents and the example documents."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from snapkv_cli.documents import (
+from snapkv_cli.answering.documents import (
     Document,
     Page,
     decode_document_bytes,
@@ -358,7 +358,7 @@ def test_pypdf_warnings_are_silenced(tmp_path, caplog):
 
 
 def test_importing_module_does_not_import_pypdf():
-    code = "import sys, snapkv_cli.documents; assert 'pypdf' not in sys.modules"
+    code = "import sys, snapkv_cli.answering.documents; assert 'pypdf' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

@@ -45,13 +45,13 @@ def test_answers_from_the_example_text_with_json_report():
 
 @pytest.mark.parametrize("seed, depth", [(0, 0.1), (3, 0.6), (5, 0.9)])
 def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed, depth):
+    from snapkv_cli.answering.documents import Document, Page
+    from snapkv_cli.answering.prompting import load_template
+    from snapkv_cli.answering.session import ask
     from snapkv_cli.bench.tasks import PromptShape, single_needle, task_seed
     from snapkv_cli.defaults import CLI_DEFAULTS
-    from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
-    from snapkv_cli.pipeline import ask
-    from snapkv_cli.prompting import load_template
 
     seed_text = task_seed("test", "single_needle", 2300, seed)
     shape = PromptShape(default_model.tokenizer, load_template(), 2300)
@@ -69,12 +69,12 @@ def test_needle_in_real_prose_survives_snapkv_at_budget_1024(default_model, seed
 
 def test_needle_is_lost_when_the_cache_drops_it(default_model):
     """The control: StreamingLLM keeps only the start and the end, so a needle at 10% depth is gone."""
+    from snapkv_cli.answering.documents import Document, Page
+    from snapkv_cli.answering.prompting import load_template
+    from snapkv_cli.answering.session import ask
     from snapkv_cli.bench.tasks import PromptShape, single_needle, task_seed
-    from snapkv_cli.documents import Document, Page
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions
-    from snapkv_cli.pipeline import ask
-    from snapkv_cli.prompting import load_template
 
     seed_text = task_seed("test", "single_needle", 2300, 0)
     shape = PromptShape(default_model.tokenizer, load_template(), 2300)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
-from snapkv_cli.documents import (
+from snapkv_cli.answering.documents import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
     Document,

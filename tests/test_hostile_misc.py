@@ -86,7 +86,7 @@ def test_markup_in_the_model_name_and_paths_is_printed_as_text(tmp_path, notes, 
 
 WRITER = textwrap.dedent("""
     import signal, sys, time
-    from snapkv_cli.views.atomic import atomic_output
+    from snapkv_cli.output_files import atomic_output
     # a process in a terminal: SIGHUP at its default, whatever this test run inherited (under nohup it is ignored)
     signal.signal(signal.SIGHUP, signal.SIG_IGN if sys.argv[2] == "ignore-hup" else signal.SIG_DFL)
     with atomic_output(sys.argv[1]) as file:
@@ -128,7 +128,7 @@ def test_an_ignored_hangup_stays_ignored(tmp_path):
 
 
 def test_an_error_while_writing_still_removes_the_temporary_file(tmp_path):
-    from snapkv_cli.views.atomic import atomic_output
+    from snapkv_cli.output_files import atomic_output
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(RuntimeError), atomic_output(tmp_path / "x.png", binary=True) as file:

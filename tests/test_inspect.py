@@ -21,14 +21,14 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
-from snapkv_cli import pipeline
+from snapkv_cli.answering import session as pipeline
+from snapkv_cli.answering.documents import load_document
+from snapkv_cli.answering.inspection import Inspection, inspect_answer, token_texts
+from snapkv_cli.answering.prompting import load_template
 from snapkv_cli.defaults import METHOD, METHOD_SETTINGS
-from snapkv_cli.documents import load_document
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
-from snapkv_cli.inspection import Inspection, inspect_answer, token_texts
 from snapkv_cli.models.loader import load_model
-from snapkv_cli.prompting import load_template
 from snapkv_cli.views import heatmap, terminal
 from snapkv_cli.views import html as html_view
 from tests.example_writer import make_examples

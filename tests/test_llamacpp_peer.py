@@ -40,8 +40,8 @@ def test_flash_attention_is_asked_for_in_the_spelling_of_the_installed_release(l
 
 
 def test_the_documents_give_llama_cpp_the_prompt_snapkv_ask_builds(tokenizer, template, tmp_path):
-    from snapkv_cli.documents import load_document
-    from snapkv_cli.prompting import build_prompt
+    from snapkv_cli.answering.documents import load_document
+    from snapkv_cli.answering.prompting import build_prompt
 
     documents = bench.make_documents(tokenizer, template, [600, 1500], tmp_path, completion=False)
     text, _ = bench.reference_text()

@@ -15,13 +15,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import snapkv_cli.answering.session as pipeline
 import snapkv_cli.cli as cli
-import snapkv_cli.pipeline as pipeline
+from snapkv_cli.answering.documents import Document, Page, load_document
+from snapkv_cli.answering.prompting import load_template
 from snapkv_cli.bench.grid import default_label, parse_label
-from snapkv_cli.documents import Document, Page, load_document
 from snapkv_cli.engine import METHODS, CompressionSettings
 from snapkv_cli.generation import GenerationOptions
-from snapkv_cli.prompting import load_template
 from tests.helpers import chunks, panel_text, record_loaded_forwards, recorded_forwards, recording_presenter
 
 GENERATION_4 = GenerationOptions(max_new_tokens=4)
@@ -461,9 +461,9 @@ def test_chat_on_a_terminal_prompts_on_stderr_and_leaves(loaded, notes, interrup
 
     from rich.console import Console
 
+    from snapkv_cli.answering.runner import Runner, RunOptions
     from snapkv_cli.cli.chat import run_chat
     from snapkv_cli.cli.presenters import ChatPresenter
-    from snapkv_cli.runner import Runner, RunOptions
 
     errors, answers = io.StringIO(), io.StringIO()
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=15, pooling="maxpool")
@@ -499,9 +499,9 @@ def test_chat_on_a_stdin_that_cannot_tell_it_is_a_terminal_shows_no_prompt(loade
 
     from rich.console import Console
 
+    from snapkv_cli.answering.runner import Runner, RunOptions
     from snapkv_cli.cli.chat import run_chat
     from snapkv_cli.cli.presenters import ChatPresenter
-    from snapkv_cli.runner import Runner, RunOptions
 
     stdin = _Pipe([QUESTIONS[0] + "\n"])
     if closed:

@@ -309,12 +309,12 @@ def test_niah_prefills_each_cell_once_on_the_one_run_path(tiny_model_path):
     """Each (length, depth) cell is one DocumentSession: one forward from position 0 over the document's prefix, then
     every method prefills only the question on a fork of it (H2O's fork needs the attention sums: the session kept
     them), and every answer is the one a one-question ``ask`` gives with the same settings."""
-    from snapkv_cli import pipeline
+    from snapkv_cli.answering import session as pipeline
+    from snapkv_cli.answering.documents import Document, Page
+    from snapkv_cli.answering.prompting import build_prompt
     from snapkv_cli.bench.niah import NIAH_TEMPLATE, NiahPlan, run_niah
-    from snapkv_cli.documents import Document, Page
     from snapkv_cli.generation import GenerationOptions
     from snapkv_cli.models.loader import load_model
-    from snapkv_cli.prompting import build_prompt
     from tests.helpers import recorded_forwards
 
     loaded = load_model(tiny_model_path, device="cpu")

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 import pytest
 from transformers import PretrainedConfig
 
-import snapkv_cli.pipeline as pipeline
+import snapkv_cli.answering.session as pipeline
+from snapkv_cli.answering.documents import Document, Page
 from snapkv_cli.doc_cache import DocCache, export_prefix
-from snapkv_cli.documents import Document, Page
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.generation import GenerationOptions
@@ -153,17 +153,28 @@ def test_a_failed_prefix_leaves_the_session_usable(loaded, session, monkeypatch)
     assert reader.ask("What is the code?").report.prefix.source == "prefill"
 
 
-def test_ask_passes_its_callbacks_and_select_decodes_nothing(loaded, template, session):
-    prompts, pieces = [], []
-    answer = pipeline.ask(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR,
-                          on_prompt=prompts.append, on_text=pieces.append)
-    assert prompts == [answer.prompt] and answer.result.generated_ids
-    assert "".join(pieces).strip() == answer.result.answer.strip()
+def test_ask_tells_its_progress_and_select_decodes_nothing(loaded, template, session):
+    from snapkv_cli.progress import Progress
 
-    seen = []
+    class Told(Progress):
+        def __init__(self):
+            self.phases, self.pieces = [], []
+
+        def phase(self, name, total, unit):
+            self.phases.append(name)
+
+        def text(self, chunk):
+            self.pieces.append(chunk)
+
+    told = Told()
+    answer = pipeline.ask(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR, progress=told)
+    assert told.phases[0].startswith("Prefill") and answer.result.generated_ids
+    assert "".join(told.pieces).strip() == answer.result.answer.strip()
+
+    seen = Told()
     selected = pipeline.select(loaded, DOCUMENT, "What is the code?", SNAPKV, template, generation=FOUR,
-                               on_prompt=seen.append)
-    assert seen == [selected.prompt]  # select passes ask's options on
+                               progress=seen)
+    assert seen.phases == told.phases[:1] and seen.pieces == []  # select passes ask's options on, decodes nothing
     assert selected.result.generated_ids == [] and selected.prompt.input_ids == answer.prompt.input_ids
     assert selected.result.cache.records.keys() == answer.result.cache.records.keys()
     for layer, record in answer.result.cache.records.items():
@@ -172,7 +183,7 @@ def test_ask_passes_its_callbacks_and_select_decodes_nothing(loaded, template, s
 
 
 def test_a_base_model_gets_the_completion_prompt_and_the_stop_rule(loaded, template, session):
-    from snapkv_cli.prompting import build_prompt
+    from snapkv_cli.answering.prompting import build_prompt
 
     base = dataclasses.replace(loaded, base_model=True)
     assert session(base).generation.stop_strings == BASE_MODEL_STOP.strings

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
 import snapkv_cli.cli.console
-from snapkv_cli.cli import progress_view
 from snapkv_cli.cli.presenters import AnswerPresenter
-from snapkv_cli.cli.progress_view import BarView, LineView, SilentView
+from snapkv_cli.views import progress_display
+from snapkv_cli.views.progress_display import BarView, LineView, SilentView
 
 runner = CliRunner()
 STAMP = r"\d\d:\d\d:\d\d "
@@ -107,9 +107,9 @@ def test_a_terminal_gets_a_bar_with_percentage_and_time_left():
 def test_the_view_follows_the_console_and_quiet():
     terminal = Console(file=io.StringIO(), force_terminal=True)
     log = Console(file=io.StringIO(), force_terminal=False)
-    assert type(progress_view.progress_view(terminal)) is BarView
-    assert type(progress_view.progress_view(log)) is LineView
-    assert type(progress_view.progress_view(terminal, quiet=True)) is SilentView
+    assert type(progress_display.progress_view(terminal)) is BarView
+    assert type(progress_display.progress_view(log)) is LineView
+    assert type(progress_display.progress_view(terminal, quiet=True)) is SilentView
 
 
 @pytest.mark.parametrize("terminal", [True, False])
@@ -134,7 +134,7 @@ def notes(tmp_path):
 
 def test_a_log_gets_timestamped_lines_for_every_step_and_stdout_only_the_answer(notes, tiny_model_path, monkeypatch):
     """stderr not a terminal (CliRunner's): lines, here one per event (no interval), then the report."""
-    monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_display, "LINE_INTERVAL_S", 0.0)
     args = ["ask", notes, "Who repaired the fog signal?", "--model", tiny_model_path, "--max-new-tokens", "3"]
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 0, result.stderr
@@ -161,7 +161,7 @@ def test_a_terminal_gets_the_bar_on_stderr_and_stdout_only_the_answer(notes, tin
 
 
 def test_quiet_shows_no_progress_in_a_log(notes, tiny_model_path, monkeypatch):
-    monkeypatch.setattr(progress_view, "LINE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(progress_display, "LINE_INTERVAL_S", 0.0)
     result = runner.invoke(cli.app, ["ask", notes, "Who?", "--model", tiny_model_path, "--max-new-tokens", "2",
                                      "--quiet"])
     assert result.exit_code == 0 and result.stderr == "" and result.stdout.strip()
@@ -172,7 +172,7 @@ def test_quiet_shows_no_progress_in_a_log(notes, tiny_model_path, monkeypatch):
     (3599, "59 min 59 s"), (3600, "1 h 00 min"), (3725, "1 h 02 min"), (7322, "2 h 02 min"),
     (36000 + 59 * 60, "10 h 59 min")])
 def test_clock_text_rounds_to_the_second_and_names_the_two_largest_units(seconds, shown):
-    assert progress_view.clock_text(seconds) == shown
+    assert progress_display.clock_text(seconds) == shown
 
 
 @pytest.mark.parametrize("make_view", [SilentView, BarView, LineView], ids=["quiet", "terminal", "log"])

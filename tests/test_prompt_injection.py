@@ -18,8 +18,8 @@ import pytest
 from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
-from snapkv_cli.documents import Document, Page
-from snapkv_cli.prompting import build_prompt, control_token_ids, load_template
+from snapkv_cli.answering.documents import Document, Page
+from snapkv_cli.answering.prompting import build_prompt, control_token_ids, load_template
 
 ROOT = Path(__file__).resolve().parent.parent
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"

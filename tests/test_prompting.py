@@ -1,4 +1,4 @@
-"""Tests for snapkv_cli.prompting: templates, token spans, page tags, window report, truncation."""
+"""Tests for snapkv_cli.answering.prompting: templates, token spans, page tags, window report, truncation."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from snapkv_cli.answering.documents import Document, Page
+from snapkv_cli.answering.prompting import available_templates, build_prompt, load_template
 from snapkv_cli.cli.errors import message as cli_message
-from snapkv_cli.documents import Document, Page
 from snapkv_cli.errors import PromptTooLong, UserError
-from snapkv_cli.prompting import available_templates, build_prompt, load_template
 from tests.tiny_models import tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,7 +203,7 @@ def test_a_template_file_is_read_as_utf8_whatever_the_locale(tmp_path):
 
     path = tmp_path / "french.txt"
     path.write_text("Réponds en français.\n---\n« {document} »\nQuestion : {question}", encoding="utf-8")
-    code = ("import sys; from snapkv_cli.prompting import load_template; t = load_template(sys.argv[1]); "
+    code = ("import sys; from snapkv_cli.answering.prompting import load_template; t = load_template(sys.argv[1]); "
             "print(ascii((t.system, t.user)))")
     environment = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}  # an ASCII locale
     result = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, env=environment, capture_output=True,
@@ -311,7 +311,7 @@ def test_completion_style_for_base_models_starts_with_the_bos_the_tokenizer_uses
 
 
 def test_completion_variant_only_for_packaged_templates_that_have_one(tmp_path):
-    from snapkv_cli.prompting import completion_variant
+    from snapkv_cli.answering.prompting import completion_variant
 
     assert completion_variant(load_template("qa")).name == "qa_base"
     assert completion_variant(load_template("summary")).name == "summary"  # no summary_base: itself
@@ -373,7 +373,7 @@ def test_a_question_on_the_document_s_last_line_starts_the_rest(tmp_path, tokeni
 
 
 def test_the_window_report_of_a_prompt_that_is_only_its_question():
-    from snapkv_cli.prompting import Prompt
+    from snapkv_cli.answering.prompting import Prompt
 
     prompt = Prompt(text="Who is it?", input_ids=[5, 6, 7], document_span=(0, 0), question_span=(0, 3),
                     token_pages=[None] * 3, prefix_length=0)
@@ -411,15 +411,15 @@ WORDS = " ".join(f"w{i}" for i in range(10))  # ten tokens
     (9, "middle", "w0\n[...]\n"),  # one kept: the beginning's
 ])
 def test_a_cut_document_keeps_what_is_asked_where_it_is_asked(excess, how, kept):
-    from snapkv_cli.prompting import _truncate
+    from snapkv_cli.answering.prompting import _truncate
 
     assert _truncate(word_tokenizer(10), WORDS, excess, how, 5) == (kept, 5 + excess)
 
 
 @pytest.mark.parametrize("how", ["start", "end", "middle"])
 def test_a_cut_that_would_leave_no_token_is_a_template_too_long(how):
+    from snapkv_cli.answering.prompting import _truncate
     from snapkv_cli.errors import TemplateTooLong
-    from snapkv_cli.prompting import _truncate
 
     with pytest.raises(TemplateTooLong):
         _truncate(word_tokenizer(10), WORDS, 10, how, 0)

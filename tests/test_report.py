@@ -1,5 +1,5 @@
-"""The report of one answer (``snapkv_cli.report``): every number it gives, checked against what a hand-built cache
-and prompt hold, counted here; and its JSON object's keys, in the order docs/usage.md lists them.
+"""The report of one answer (``snapkv_cli.answering.report``): every number it gives, checked against what a
+hand-built cache and prompt hold, counted here; and its JSON object's keys, in the order docs/usage.md lists them.
 
 The cache is a real :class:`~snapkv_cli.engine.SnapKVCache` whose per-layer records are written by hand (which
 positions each KV head kept, its sizes from the tensor shapes and dtype), so each expected value is known exactly.
@@ -12,12 +12,12 @@ import dataclasses
 import pytest
 import torch
 
-from snapkv_cli import report as report_module
+from snapkv_cli.answering import report as report_module
+from snapkv_cli.answering.prompting import Prompt
+from snapkv_cli.answering.report import DocCacheInfo, PrefixInfo, Report, StopInfo, build_report, peak_rss_bytes
 from snapkv_cli.engine import CompressionSettings, SnapKVCache
 from snapkv_cli.engine.records import LayerRecord
 from snapkv_cli.generation import GenerationResult
-from snapkv_cli.prompting import Prompt
-from snapkv_cli.report import DocCacheInfo, PrefixInfo, Report, StopInfo, build_report, peak_rss_bytes
 
 LENGTH = 20  # prompt tokens: template 0-2, page 1 at 3-8, page 2 at 9-14, template 15, question 16-18, template 19
 HEADS, HEAD_DIM, DTYPE_BYTES = 2, 4, 2  # float16 keys and values
@@ -106,7 +106,7 @@ def test_the_settings_are_those_applied_to_the_prompt_and_the_budget_as_given():
     # the settings block's class has one field per reported setting and its as-given twin, and is frozen
     info = report_module._settings_info()
     assert [field.name for field in dataclasses.fields(info)] == documented
-    assert info.__name__ == "SettingsInfo" and info.__module__ == "snapkv_cli.report"
+    assert info.__name__ == "SettingsInfo" and info.__module__ == "snapkv_cli.answering.report"
     block = info(**{key: 0 for key in documented})
     with pytest.raises(dataclasses.FrozenInstanceError):
         block.budget = 1
@@ -279,7 +279,7 @@ def test_peak_memory_reads_kib_on_linux_and_bytes_on_macos(monkeypatch, platform
 
 
 def test_the_compact_line_gives_the_cache_prefix_times_and_a_cut_as_counted_here():
-    from snapkv_cli.cli.report_view import compact_line
+    from snapkv_cli.views.report_panel import compact_line
 
     # 20 prompt tokens; real tokens per head 10, 10, 7, 10, 8, 8: mean 53/6 = 8.83 -> 9, range 7-10;
     # bytes 2 * 640 + 256 = 1536 before, 2 * 320 + 256 = 896 after: 1536 / 896 = 1.71x
@@ -299,7 +299,7 @@ def test_the_compact_line_gives_the_cache_prefix_times_and_a_cut_as_counted_here
 
 
 def test_the_compact_line_adds_what_the_document_cache_did_unless_the_prefix_was_reused_in_memory():
-    from snapkv_cli.cli.report_view import compact_line
+    from snapkv_cli.views.report_panel import compact_line
 
     stored = DocCacheInfo(enabled=True, status="stored", path="/c/e", bytes=2048)
     for source in ("disk", "prefill"):
@@ -327,7 +327,7 @@ def _panel(report: Report, width: int) -> tuple[list[str], list[str]]:
 
     from rich.console import Console
 
-    from snapkv_cli.cli.report_view import render_report
+    from snapkv_cli.views.report_panel import render_report
 
     console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system="standard", record=True)
     render_report(report, console)
@@ -396,7 +396,7 @@ def test_the_panel_says_when_the_question_does_not_fit_the_window_and_when_nothi
 
 
 def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
-    from snapkv_cli.cli.report_view import stop_text
+    from snapkv_cli.views.report_panel import stop_text
 
     def said(repeated):
         return stop_text(StopInfo(strings=[], stopped_by="repetition", reason="repetition", repeated=repeated), 40)
@@ -414,7 +414,7 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
 
 
 def test_an_answer_ended_by_a_stop_string_names_it_escaped_for_rich():
-    from snapkv_cli.cli.report_view import stop_text
+    from snapkv_cli.views.report_panel import stop_text
 
     stop = StopInfo(strings=["\nQuestion:", "[x]"], stopped_by="[x]", reason="stop_string", stop_string="[x]")
     assert stop_text(stop, 5) == "at the stop string '\\[x]' after 5 tokens (a base model's rule)"
@@ -422,7 +422,7 @@ def test_an_answer_ended_by_a_stop_string_names_it_escaped_for_rich():
 
 
 def test_the_time_row_says_where_the_shared_document_prefix_came_from():
-    from snapkv_cli.cli.report_view import time_text
+    from snapkv_cli.views.report_panel import time_text
 
     # the load's 1.23456 s is kept as 1.235 (milliseconds), shown as 1.24
     tail = "question prefill 0.99s · decode 8 tokens in 2.05s (3.4 tok/s) · answer 4.57s"
@@ -435,7 +435,7 @@ def test_the_time_row_says_where_the_shared_document_prefix_came_from():
 
 
 def test_a_sparkline_draws_one_bar_per_value_from_zero_to_the_largest():
-    from snapkv_cli.cli.report_view import sparkline
+    from snapkv_cli.views.report_panel import sparkline
 
     assert sparkline([]) == ""
     assert sparkline([0.0, 0.0, 0.0]) == "▁▁▁"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from snapkv_cli.documents import Document, Page
+from snapkv_cli.answering.documents import Document, Page
+from snapkv_cli.answering.prompting import load_template
+from snapkv_cli.answering.session import DocumentSession
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions, generate_answer
 from snapkv_cli.generation.stopping import BASE_MODEL_STOP, LOOP_RULE, RepeatRule, StopRule
 from snapkv_cli.models.loader import LoadedModel
-from snapkv_cli.pipeline import DocumentSession
-from snapkv_cli.prompting import load_template
 from tests.helpers import DigitTokenizer
 from tests.tiny_models import prompt_ids, tiny_model
 

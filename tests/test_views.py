@@ -20,9 +20,9 @@ import pytest
 from rich.console import Console, Group
 from rich.style import Style
 
-from snapkv_cli.inspection import Inspection, Occurrence
-from snapkv_cli.prompting import Prompt
-from snapkv_cli.report import (
+from snapkv_cli.answering.inspection import Inspection, Occurrence
+from snapkv_cli.answering.prompting import Prompt
+from snapkv_cli.answering.report import (
     CacheInfo,
     DocCacheInfo,
     LayerRow,
@@ -34,9 +34,9 @@ from snapkv_cli.report import (
     SettingsInfo,
     Timings,
 )
+from snapkv_cli.output_files import Terminated, check_writable
 from snapkv_cli.views import heatmap, terminal
 from snapkv_cli.views import html as html_view
-from snapkv_cli.views.atomic import Terminated, check_writable
 from snapkv_cli.views.units import human_bytes
 
 TOKENS = ["<s>user:", "The", " lamp", " was", " lit", ".", "\n\n", "Hale", " fixed", " the", " fog", ".", "\n \n",
@@ -831,7 +831,7 @@ class ByteTokenizer:
 
 @pytest.mark.parametrize("drop_space", [False, True])
 def test_token_texts_give_back_the_text_token_by_token(drop_space):
-    from snapkv_cli.inspection import token_texts
+    from snapkv_cli.answering.inspection import token_texts
 
     tokenizer = ByteTokenizer(drop_space)
     text = " a é 🌊 b"
@@ -847,7 +847,7 @@ def test_token_texts_give_back_the_text_token_by_token(drop_space):
 
 
 def test_token_texts_give_up_waiting_on_a_broken_character():
-    from snapkv_cli.inspection import token_texts
+    from snapkv_cli.answering.inspection import token_texts
 
     ids = [0xE2, 0x82, 0x41, 0xF0, 0x9F, 0x8C]  # a 3-byte character cut after 2 bytes, then "A", then a cut one
     pieces = token_texts(ByteTokenizer(), ids)
@@ -863,9 +863,9 @@ def test_token_texts_give_up_waiting_on_a_broken_character():
 def test_inspect_answer_reads_each_layers_kept_positions_and_scores():
     import torch
 
+    from snapkv_cli.answering.inspection import inspect_answer
     from snapkv_cli.engine.records import LayerRecord
     from snapkv_cli.errors import UserError
-    from snapkv_cli.inspection import inspect_answer
 
     prompt = Prompt(text="abcdefgh", input_ids=list(b"abcdefgh"), document_span=(1, 6), question_span=(6, 7),
                     token_pages=[None, 1, 1, 1, 1, 1, None, None], prefix_length=6)
@@ -1150,7 +1150,7 @@ def test_the_summary_table_as_printed():
 
 
 def test_a_presenter_that_shows_only_messages_hears_each_phase_by_name():
-    from snapkv_cli.presenters import Presenter
+    from snapkv_cli.answering.presenter import Presenter
 
     class Messages(Presenter):
         def __init__(self):

@@ -72,8 +72,8 @@ def make_documents(tokenizer, template, lengths: list[int], folder: Path, *,
                    completion: bool) -> dict[int, tuple[Path, list[int]]]:
     """For each prompt length: a document whose ``snapkv ask`` prompt is about that many tokens, and the prompt's
     token ids as snapkv-cli builds them."""
-    from snapkv_cli.documents import load_document
-    from snapkv_cli.prompting import build_prompt
+    from snapkv_cli.answering.documents import load_document
+    from snapkv_cli.answering.prompting import build_prompt
 
     text, _ = reference_text()
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -233,8 +233,8 @@ def main() -> int:
 
     from transformers import AutoTokenizer
 
+    from snapkv_cli.answering.prompting import load_template
     from snapkv_cli.models.catalog import find
-    from snapkv_cli.prompting import load_template
 
     entry = find(args.model)
     model_dir = entry.fetch()

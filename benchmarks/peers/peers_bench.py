@@ -95,11 +95,11 @@ def build_prompts(tokenizer, args, context_tokens: int) -> list[dict]:
 
     An accuracy prompt carries its ``Task`` (key ``task_object``) so that it is scored by the bench's own scorer.
     """
+    from snapkv_cli.answering.documents import Document, Page
+    from snapkv_cli.answering.prompting import build_prompt, load_template
     from snapkv_cli.bench.needle import haystack_text, load_haystack, needle_context
     from snapkv_cli.bench.niah import NIAH_QUESTION, NIAH_TEMPLATE
     from snapkv_cli.bench.tasks import NEW_TOKENS, make_tasks
-    from snapkv_cli.documents import Document, Page
-    from snapkv_cli.prompting import build_prompt, load_template
 
     prompts = []
     niah_lengths = _ints(args.niah_lengths)
@@ -175,12 +175,12 @@ def main() -> int:
     import torch
 
     from benchmarks.peers.kvpress_runner import NEAREST_TO
+    from snapkv_cli.answering.session import context_length
     from snapkv_cli.bench.grid import default_label, parse_label
     from snapkv_cli.bench.provenance import provenance, run_start
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions, generate_answer, stop_token_ids
     from snapkv_cli.models.loader import load_model
-    from snapkv_cli.pipeline import context_length
 
     if "kvpress-nearest" in args.rows and parse_label(default_label())[0] != NEAREST_TO:
         sys.exit(f"kvpress-nearest is kvpress's press nearest to {NEAREST_TO}, but the CLI's default is now "

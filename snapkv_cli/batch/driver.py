@@ -13,12 +13,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..documents import Document, load_document, megabytes
-from ..presenters import BatchPresenter
-from ..runner import RunOptions
+from ..answering.documents import Document, load_document, megabytes
+from ..answering.runner import RunOptions
 from .jobs import Job
 from .lines import describe_error, error_line
 from .output import line_key
+from .presenter import BatchPresenter
 from .summary import BatchSummary
 
 

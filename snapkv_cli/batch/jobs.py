@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ..documents import DOCUMENT_SUFFIXES, parse_page_ranges
+from ..answering.documents import DOCUMENT_SUFFIXES, parse_page_ranges
+from ..answering.prompting import TRUNCATIONS, Template, load_template
 from ..errors import BadJob, UserError
-from ..prompting import TRUNCATIONS, Template, load_template
 
 JOB_KEYS = ("id", "document", "question", "questions", "pages", "truncate", "template")
 _GLOB_CHARACTERS = set("*?[")

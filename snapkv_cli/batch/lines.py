@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..errors import UserError
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..answering.report import Report
     from .jobs import Job
 
 

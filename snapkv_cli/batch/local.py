@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..runner import RunOptions
+from ..answering.runner import RunOptions
 from .driver import Executor, Recorder, Task, read_document
 from .lines import describe_error
 from .worker import BatchWorker

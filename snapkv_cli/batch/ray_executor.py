@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from ..answering.runner import RunOptions
 from ..errors import InvalidValue, RayUnavailable, UserError
-from ..runner import RunOptions
 from .driver import Executor, Recorder, Task, read_document
 from .lines import describe_error
 from .worker import BatchWorker

@@ -1,6 +1,6 @@
 """The part of a batch that runs where the model is: in this process, or as a Ray actor on its own device.
 
-A :class:`BatchWorker` holds one :class:`~snapkv_cli.runner.Runner` (one loaded model). The driver gives it a
+A :class:`BatchWorker` holds one :class:`~snapkv_cli.answering.runner.Runner` (one loaded model). The driver gives it a
 document at a time (:meth:`BatchWorker.open`) and then that document's questions one by one
 (:meth:`BatchWorker.answer`): the document is prefilled once for all of them and every question gets its own SnapKV
 selection, exactly as ``snapkv ask`` with those questions answers them. A question that fails becomes an error
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..documents import Document
-from ..presenters import Presenter
-from ..runner import Runner, RunOptions
+from ..answering.documents import Document
+from ..answering.presenter import Presenter
+from ..answering.runner import Runner, RunOptions
 from .jobs import Job
 from .lines import answer_line, describe_error, error_line
 

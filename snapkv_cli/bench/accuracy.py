@@ -1,11 +1,11 @@
 """``snapkv bench accuracy``: methods x budgets x prompt lengths on synthetic tasks, retention vs the full cache.
 
-Each sample is one :class:`~snapkv_cli.pipeline.DocumentSession` (the path every command takes): its document prefix
-is prefilled once, with the attention sums kept when a method needs them, and every method and budget asks the
-question on a fork of it (``session.ask(question, settings=...)``; the selection still sees every key), so a cell
-costs a short question prefill and the decoded tokens, not a whole prefill. A prompt is never longer than the model's
-context minus the tokens its answer may take, and a (method, budget) whose budget holds the whole prompt is not run
-(it would be the full cache under another name): the JSON lists it under ``skipped``.
+Each sample is one :class:`~snapkv_cli.answering.session.DocumentSession` (the path every command takes): its
+document prefix is prefilled once, with the attention sums kept when a method needs them, and every method and
+budget asks the question on a fork of it (``session.ask(question, settings=...)``; the selection still sees every
+key), so a cell costs a short question prefill and the decoded tokens, not a whole prefill. A prompt is never longer
+than the model's context minus the tokens its answer may take, and a (method, budget) whose budget holds the whole
+prompt is not run (it would be the full cache under another name): the JSON lists it under ``skipped``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from ..documents import Document, Page
+from ..answering.documents import Document, Page
+from ..answering.prompting import Template
+from ..answering.session import DocumentSession, context_length
 from ..errors import PromptTooLong
 from ..generation import GenerationOptions
 from ..models.loader import LoadedModel
-from ..pipeline import DocumentSession, context_length
-from ..prompting import Template
 from .grid import MethodGrid
 from .retention import Paired, Tally
 from .tasks import NEW_TOKENS, TASKS, Task, make_tasks

@@ -13,9 +13,15 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from .. import defaults
-from ..defaults import cli_setting
 from ..engine.methods import METHODS, Method
-from ..engine.settings import CompressionSettings, Suffix, alternatives, library_default, settings_declarations
+from ..engine.settings import (
+    CompressionSettings,
+    Suffix,
+    alternatives,
+    cli_setting,
+    library_default,
+    settings_declarations,
+)
 
 DEFAULT_METHODS = tuple(name for name, method in METHODS.items() if method.benchmarked_by_default)
 # label suffix -> (the settings field it sets, its declaration), in label order

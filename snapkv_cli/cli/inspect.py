@@ -47,7 +47,7 @@ def inspect(
 
     from rich.console import Console
 
-    from ..views.atomic import check_writable
+    from ..output_files import check_writable
 
     document_path, questions = document_and_questions(inputs)
     if len(questions) != 1:
@@ -61,8 +61,8 @@ def inspect(
     searched = check_searched(find or [], document.text, questions[0])
     options = choices.build()
 
-    from ..inspection import inspect_answer
-    from ..runner import Runner
+    from ..answering.inspection import inspect_answer
+    from ..answering.runner import Runner
     from .presenters import ProgressPresenter
 
     presenter = ProgressPresenter(console.stderr, quiet=output.quiet)

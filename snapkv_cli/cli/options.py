@@ -22,9 +22,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ..defaults import CPU_AUTO_BFLOAT16, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS, cli_setting
-from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
-from ..documents import (
+from ..answering.documents import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
     Document,
@@ -32,11 +30,20 @@ from ..documents import (
     megabytes,
     parse_page_ranges,
 )
-from ..engine.settings import CompressionSettings, Setting, alternatives, library_default, settings_declarations
+from ..answering.prompting import TRUNCATIONS, Template, load_template
+from ..defaults import CPU_AUTO_BFLOAT16, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS
+from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
+from ..engine.settings import (
+    CompressionSettings,
+    Setting,
+    alternatives,
+    cli_setting,
+    library_default,
+    settings_declarations,
+)
 from ..errors import InvalidValue, UserError
 from ..models.placement import QUANTIZATIONS, parse_device, parse_dtype, parse_quantize
 from ..models.sources import check_reachable, model_source
-from ..prompting import TRUNCATIONS, Template, load_template
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
 
@@ -159,8 +166,8 @@ class RunChoices:
     a model already done (:func:`check_run_values`), the compression settings among them.
 
     A command reads its documents with :meth:`read` (a missing file, a directory, a page out of range fail here, in
-    a fraction of a second), then :meth:`build`\ s the :class:`~snapkv_cli.runner.RunOptions`, which checks the
-    model's name and imports the engine (torch).
+    a fraction of a second), then :meth:`build`\ s the :class:`~snapkv_cli.answering.runner.RunOptions`, which checks
+    the model's name and imports the engine (torch).
     """
 
     values: dict
@@ -173,12 +180,12 @@ class RunChoices:
                              max_bytes=megabytes(self.values["max_document_mb"]))
 
     def build(self):
-        """The :class:`~snapkv_cli.runner.RunOptions`. The model's name is checked first, still without torch (a name
-        that is no model fails here, before any download; a Hugging Face model that is not cached is looked for on
-        the Hub, an error within seconds when the Hub cannot be reached)."""
+        """The :class:`~snapkv_cli.answering.runner.RunOptions`. The model's name is checked first, still without torch
+        (a name that is no model fails here, before any download; a Hugging Face model that is not cached is looked for
+        on the Hub, an error within seconds when the Hub cannot be reached)."""
         check_reachable(model_source(self.values["model"]))
+        from ..answering.runner import RunOptions
         from ..generation import GenerationOptions
-        from ..runner import RunOptions
 
         values = self.values
         generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
@@ -272,8 +279,8 @@ def model_options(command):
         parse_dtype(values["dtype"])
         quantize = parse_quantize(values["quantize"])
         check_reachable(model_source(values["model"]))
+        from ..answering.runner import RunOptions
         from ..generation import GenerationOptions
-        from ..runner import RunOptions
 
         return {"options": RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                                       quantize=quantize, device_map=values["device_map"],

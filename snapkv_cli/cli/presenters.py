@@ -19,18 +19,19 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ..presenters import BatchPresenter, Presenter
+from ..answering.presenter import Presenter
+from ..batch.presenter import BatchPresenter
+from ..views.progress_display import progress_view
 from ..views.units import human_bytes
-from .progress_view import progress_view
 
 if TYPE_CHECKING:
+    from ..answering.prompting import Prompt
+    from ..answering.report import Answer
     from ..batch.summary import BatchSummary
-    from ..pipeline import Answer
-    from ..prompting import Prompt
 
 
 class ProgressPresenter(Presenter):
-    """A run's progress on the stderr ``console`` (:mod:`snapkv_cli.cli.progress_view`: a bar on a terminal,
+    """A run's progress on the stderr ``console`` (:mod:`snapkv_cli.views.progress_display`: a bar on a terminal,
     timestamped lines otherwise, nothing when ``quiet``); notices (a model's terms) are shown even then."""
 
     def __init__(self, console: Console, *, quiet: bool = False):
@@ -117,7 +118,7 @@ class AnswerPresenter(ProgressPresenter):
         self.out.flush()
         if self.quiet:
             return
-        from .report_view import compact_line, render_report
+        from ..views.report_panel import compact_line, render_report
 
         if self.full_report and index == 0:
             render_report(answer.report, self.console)

@@ -4,7 +4,7 @@ Each field of :class:`CompressionSettings` carries, in its metadata (:func:`sett
 shows of it: its command-line option and help, the values it takes, its place in the report and in the terminal
 report, the benchmark label suffixes that set it, and which methods it applies to. The options of ``snapkv ask``,
 ``inspect``, ``chat`` and ``batch`` (:mod:`snapkv_cli.cli.options`), the report's settings block
-(:mod:`snapkv_cli.report`), the terminal report's method line and the benchmark labels and their help
+(:mod:`snapkv_cli.answering.report`), the terminal report's method line and the benchmark labels and their help
 (:mod:`snapkv_cli.bench.grid`) are generated from it. Free of torch: the command line reads it before any model loads.
 """
 
@@ -85,6 +85,14 @@ def settings_declarations(cls: type | None = None) -> dict[str, Setting]:
 def library_default(name: str):
     """The library's default of the setting ``name`` (the paper's; the command line may use another)."""
     return CompressionSettings.__dataclass_fields__[name].default
+
+
+def cli_setting(name: str):
+    """The command line's default for the setting ``name``: :data:`snapkv_cli.defaults.CLI_DEFAULTS`', else the
+    library's."""
+    from ..defaults import CLI_DEFAULTS
+
+    return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else library_default(name)
 
 
 def alternatives(values) -> str:

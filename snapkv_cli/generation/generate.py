@@ -13,7 +13,7 @@ from ..defaults import MAX_NEW_TOKENS
 from ..engine import CompressionSettings, SnapKVCache, prepare
 from ..engine.families import is_attention_module
 from ..engine.words import prompt_word_ids
-from ..presenters import Presenter
+from ..progress import Progress
 from .allocator import return_freed_memory_to_os
 from .stopping import LOOP_RULE, STOP_REASONS, StopRule
 from .streaming import AnswerText
@@ -62,7 +62,7 @@ def synchronize(device: torch.device) -> None:
 
 
 @contextlib.contextmanager
-def counting_layers(model, progress: Presenter, name: str, chunks: int):
+def counting_layers(model, progress: Progress, name: str, chunks: int):
     """Tell ``progress`` of a phase ``name`` that advances by one at every attention layer's forward, over ``chunks``
     forwards of the model: the prefill's progress, layer by layer (the selection runs inside each layer's forward)."""
     layers = [module for module in model.modules() if is_attention_module(module)]
@@ -76,7 +76,7 @@ def counting_layers(model, progress: Presenter, name: str, chunks: int):
 
 
 def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, chunk_size: int | None = None,
-            compress: bool = True, progress: Presenter | None = None, phase: str = "Prefill") -> torch.Tensor:
+            compress: bool = True, progress: Progress | None = None, phase: str = "Prefill") -> torch.Tensor:
     """Run ``input_ids`` (at positions ``start``...) through the model into ``cache``; return the last logits
     (1, vocab). Raises ``ValueError`` for no tokens (there are no logits to return) or a chunk_size below 1.
 
@@ -137,7 +137,7 @@ class GenerationOptions:
 
 
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
-                 chunk_size: int | None = None, progress: Presenter | None = None,
+                 chunk_size: int | None = None, progress: Progress | None = None,
                  phase: str = "Prefill") -> SnapKVCache:
     """Prefill a question-independent prefix and keep its full KV, ready for :meth:`SnapKVCache.fork`
     (``progress`` is told of it as the phase ``phase``)."""
@@ -159,7 +159,7 @@ def generate_answer(
     *,
     prefix: SnapKVCache | None = None,
     on_text: Callable[[str], None] | None = None,
-    progress: Presenter | None = None,
+    progress: Progress | None = None,
 ) -> GenerationResult:
     """Answer from a prompt whose KV cache is compressed at prefill; ``on_text`` receives the answer as it grows
     (in whole characters), ``progress`` the prefill's and the decoding's phases.

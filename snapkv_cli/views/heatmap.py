@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 
-from ..inspection import Inspection, Occurrence
-from .atomic import atomic_output
+from ..answering.inspection import Inspection, Occurrence
+from ..output_files import atomic_output
 
 MAX_COLUMNS = 2400
 FOUND_COLOURS = ("#00a651", "#00b4d8", "#b5179e", "#8ac926")  # one per --find text, in turn

@@ -19,9 +19,9 @@ from importlib import resources
 
 import numpy as np
 
-from ..inspection import Inspection
-from ..views.units import human_bytes
-from .atomic import atomic_output
+from ..answering.inspection import Inspection
+from ..output_files import atomic_output
+from .units import human_bytes
 
 _MARKER = re.compile(r"<!--snapkv:(\w+)-->")
 _FLOAT16_MAX = float(np.finfo(np.float16).max)

@@ -17,7 +17,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from ..inspection import Inspection, Occurrence
+from ..answering.inspection import Inspection, Occurrence
 
 # background intensity by kept share: level 0 (kept by none) is unshaded, levels 1-5 split (0, 1] in fifths
 LEVEL_STYLES = [

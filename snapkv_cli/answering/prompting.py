@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ..errors import PromptTooLong, TemplateTooLong, UserError
+from ..paths import refuse_overlong
 from .documents import Document
-from .errors import PromptTooLong, TemplateTooLong, UserError
-from .paths import refuse_overlong
 
 DEFAULT_TEMPLATE = "qa"
 BASE_VARIANT_SUFFIX = "_base"

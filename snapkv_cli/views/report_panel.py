@@ -1,4 +1,4 @@
-"""Views of a :class:`~snapkv_cli.report.Report` for stderr: the full Rich panel, and one line per answer."""
+"""Views of a :class:`~snapkv_cli.answering.report.Report` for stderr: the full Rich panel, and one line per answer."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ..answering.report import CacheInfo, DocCacheInfo, Report, StopInfo
 from ..engine.methods import METHODS
 from ..engine.settings import settings_declarations
 from ..generation.stopping import LOOP_RULE, STOP_REASONS
-from ..report import CacheInfo, DocCacheInfo, Report, StopInfo
-from ..views.units import human_bytes
+from .units import human_bytes
 
 _BARS = "▁▂▃▄▅▆▇█"
 

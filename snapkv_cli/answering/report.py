@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass
 
 import torch
 
-from .engine import CompressionSettings, SnapKVCache
-from .generation import GenerationResult
+from ..engine import CompressionSettings, SnapKVCache
+from ..generation import GenerationResult
 from .prompting import Prompt
 
 SCHEMA_VERSION = 1
@@ -204,6 +204,16 @@ class Report:
             for key in ("decode_s", "decode_tokens_per_s"):
                 del data["timings"][key]
         return data
+
+
+@dataclass
+class Answer:
+    """One answered question: its prompt, what generation returned (the cache with its records among it) and the
+    report."""
+
+    prompt: Prompt
+    result: GenerationResult
+    report: Report
 
 
 def layer_rows(cache: SnapKVCache) -> list[LayerRow]:

@@ -1,7 +1,7 @@
 """The one run path of every command that asks the model: load it once, open documents, answer questions.
 
 A :class:`Runner` takes its :class:`RunOptions` (built once, by the command line or a caller) and reports what
-happens through a :class:`~snapkv_cli.presenters.Presenter`: progress, each prompt, the streamed answer, the
+happens through a :class:`~snapkv_cli.answering.presenter.Presenter`: progress, each prompt, the streamed answer, the
 finished answer. ``ask`` (one question or several), ``chat``, ``inspect`` and ``batch`` differ only in the
 questions they feed it and the presenter they give it.
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..engine import CompressionSettings
+from ..generation import GenerationOptions
 from .documents import Document, load_document, megabytes
-from .engine import CompressionSettings
-from .generation import GenerationOptions
-from .pipeline import Answer, DocumentSession
-from .presenters import Presenter
+from .presenter import Presenter
 from .prompting import Template, load_template
+from .report import Answer
+from .session import DocumentSession
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class Runner:
     def loaded(self):
         """The loaded model (loaded on first use)."""
         if self._loaded is None:
-            from .models.loader import load_model
+            from ..models.loader import load_model
 
             options = self.options
             self.presenter.progress("Loading model...")
@@ -83,7 +84,7 @@ class Runner:
     def doc_cache(self):
         """The on-disk document cache, or None when it is off."""
         if self._doc_cache is None and self.options.doc_cache_mb is not None:
-            from .doc_cache import DocCache
+            from ..doc_cache import DocCache
 
             self._doc_cache = DocCache(max_bytes=self.options.doc_cache_mb * 1024 * 1024)
         return self._doc_cache
@@ -100,10 +101,9 @@ class Runner:
         """Answer one question in ``session``, reporting its prompt, streamed text and result."""
         presenter = self.presenter
         presenter.question(question, index, total)
-        window_size = session.settings.window_size
-        answer = session.ask(question, generate=generate,
-                             on_prompt=lambda prompt: presenter.prompt(prompt, window_size, index, total),
-                             on_text=presenter.text if generate else None)
+        prompt = session.build_prompt(question)
+        presenter.prompt(prompt, session.settings.window_size, index, total)
+        answer = session.ask(question, generate=generate, prompt=prompt)
         presenter.answered(answer, index, total)
         return answer
 

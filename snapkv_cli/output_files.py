@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from ..errors import UserError
-from ..paths import refuse_overlong
+from .errors import UserError
+from .paths import refuse_overlong
 
 
 def check_writable(path: str | os.PathLike) -> Path:

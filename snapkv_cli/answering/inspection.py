@@ -1,6 +1,6 @@
 """What the compressed cache kept of each prompt token: the data behind ``snapkv inspect`` and its views.
 
-:func:`inspect_answer` turns a prefilled :class:`~snapkv_cli.pipeline.Answer` (from ``pipeline.select`` or
+:func:`inspect_answer` turns a prefilled :class:`~snapkv_cli.answering.session.Answer` (from ``pipeline.select`` or
 ``pipeline.ask``) into an :class:`Inspection`: the prompt's tokens as text, and per (layer, KV head) which prompt
 positions were kept and their policy scores. The views (``snapkv_cli.views``) only read an ``Inspection``;
 :meth:`Inspection.to_json` is the ``snapkv inspect --json`` object (schema in docs/usage.md).
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import OutOfRange, UserError
+from ..errors import OutOfRange, UserError
 from .prompting import Prompt
 from .report import Report
 
@@ -309,7 +309,7 @@ def _round(value: float) -> float | None:
 
 
 def inspect_answer(answer, tokenizer, *, with_answer: bool = False) -> Inspection:
-    """An :class:`Inspection` of a prefilled :class:`~snapkv_cli.pipeline.Answer` (batch 1)."""
+    """An :class:`Inspection` of a prefilled :class:`~snapkv_cli.answering.session.Answer` (batch 1)."""
     prompt = answer.prompt
     records = answer.result.cache.records
     layers = sorted(records)

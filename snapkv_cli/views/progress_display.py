@@ -1,6 +1,6 @@
 """How a run's progress looks on stderr: a Rich progress bar on a terminal, timestamped lines in a log, or nothing.
 
-:class:`~snapkv_cli.cli.presenters.ProgressPresenter` turns a run's steps (:class:`~snapkv_cli.presenters.Presenter`'s
+:class:`~snapkv_cli.cli.presenters.ProgressPresenter` turns a run's steps (:class:`~snapkv_cli.progress.Progress`'s
 ``progress``, ``phase`` and ``advance``) into calls on one view: ``start(name, total, unit)`` (``total`` None: a step
 of unknown length), ``advance(done)``, ``stop()``, and ``show(text)`` for a line that must be seen whatever the view.
 :func:`progress_view` picks the view for a console.

@@ -8,26 +8,18 @@ one-question shortcuts for library users and tests.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from ..engine import POLICIES, CompressionSettings, check_supported
+from ..errors import PromptTooLong, UserError
+from ..generation import GenerationOptions, build_prefix, generate_answer, synchronize
+from ..generation.stopping import BASE_MODEL_STOP
+from ..models.catalog import default_prefill_chunk, longer_context_alternative
+from ..models.loader import LoadedModel, torch_dtype_name
+from ..progress import Progress
 from .documents import Document
-from .engine import POLICIES, CompressionSettings, check_supported
-from .errors import PromptTooLong, UserError
-from .generation import GenerationOptions, GenerationResult, build_prefix, generate_answer, synchronize
-from .generation.stopping import BASE_MODEL_STOP
-from .models.catalog import default_prefill_chunk, longer_context_alternative
-from .models.loader import LoadedModel, torch_dtype_name
-from .presenters import Presenter
 from .prompting import Prompt, Template, build_prompt
-from .report import DocCacheInfo, PrefixInfo, Report, build_report
-
-
-@dataclass
-class Answer:
-    prompt: Prompt
-    result: GenerationResult
-    report: Report
+from .report import Answer, DocCacheInfo, PrefixInfo, build_report
 
 
 def context_length(loaded: LoadedModel) -> int:
@@ -62,14 +54,14 @@ class DocumentSession:
     prefilled in one pass and compressed layer by layer as it goes, so at most one layer's uncompressed KV is alive.
     Either way the kept positions and greedy answers are the same, and so are the report's keys.
 
-    ``progress`` (a :class:`~snapkv_cli.presenters.Presenter`) is told of each step: the document's prefill, the
-    question's, the answer's tokens, and the document cache's loading and saving.
+    ``progress`` (a :class:`~snapkv_cli.progress.Progress`) is told of each step: the document's prefill, the
+    question's, the answer's tokens and text, and the document cache's loading and saving.
     """
 
     def __init__(self, loaded: LoadedModel, document: Document, settings: CompressionSettings, template: Template, *,
                  generation: GenerationOptions = GenerationOptions(), truncate: str | None = None, doc_cache=None,
                  share_prefix: bool = True, attention_sums: bool | None = None,
-                 progress: Presenter | None = None):
+                 progress: Progress | None = None):
         try:
             check_supported(loaded.model.config)
         except ValueError as error:
@@ -85,7 +77,7 @@ class DocumentSession:
         # with other settings (a benchmark that asks with several methods)
         self.attention_sums = POLICIES[settings.method].accumulates_attention if attention_sums is None \
             else attention_sums
-        self.progress = progress or Presenter()
+        self.progress = progress or Progress()
         self.prefix: SharedPrefix | None = None
         self.asked = 0
 
@@ -117,7 +109,7 @@ class DocumentSession:
         return self.prefix, True
 
     def _obtain(self, prefix_ids: list[int]) -> SharedPrefix:
-        from .doc_cache import prefix_key
+        from ..doc_cache import prefix_key
 
         status = DocCacheInfo(enabled=self.doc_cache is not None)
         key = None
@@ -149,30 +141,28 @@ class DocumentSession:
 
     # -- answering ---------------------------------------------------------------------------------------------
     def ask(self, question: str, *, settings: CompressionSettings | None = None, generate: bool = True,
-            on_prompt: Callable[[Prompt], None] | None = None,
-            on_text: Callable[[str], None] | None = None) -> Answer:
-        """Answer one question (with the session's settings, or ``settings`` for this question only).
+            prompt: Prompt | None = None) -> Answer:
+        """Answer one question (with the session's settings, or ``settings`` for this question only); ``prompt``:
+        its prompt, when the caller built it already with :meth:`build_prompt` (to show it before the prefill).
 
         ``generate=False`` stops after the prefill and selection (the answer is empty): the prompt is the very one
         a generating run sees, since ``max_new_tokens`` still reserves its room in the context.
         """
         started = time.perf_counter()
         settings = settings or self.settings
-        prompt = self.build_prompt(question, settings)
-        if on_prompt is not None:
-            on_prompt(prompt)
+        prompt = prompt or self.build_prompt(question, settings)
         options = self.generation if generate else replace(self.generation, max_new_tokens=0)
         if self.share_prefix:
             shared, fresh = self.prepare(prompt)
             prefix = PrefixInfo(tokens=prompt.prefix_length, source=shared.source if fresh else "memory",
                                 seconds=round(shared.seconds, 3) if fresh else 0.0)
             result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, settings, options,
-                                     prefix=shared.cache, on_text=on_text, progress=self.progress)
+                                     prefix=shared.cache, on_text=self.progress.text, progress=self.progress)
             doc_cache = shared.doc_cache
         else:
             prefix = PrefixInfo(tokens=prompt.prefix_length, source="prefill", seconds=0.0)
             result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, settings, options,
-                                     on_text=on_text, progress=self.progress)
+                                     on_text=self.progress.text, progress=self.progress)
             doc_cache = DocCacheInfo()
         report = build_report(model_name=self.loaded.name, device=str(self.loaded.device),
                               dtype=torch_dtype_name(self.loaded.dtype), dtype_reason=self.loaded.dtype_reason,
@@ -187,11 +177,11 @@ class DocumentSession:
 
 def ask(loaded: LoadedModel, document: Document, question: str, settings: CompressionSettings, template: Template,
         *, generation: GenerationOptions = GenerationOptions(), truncate: str | None = None, generate: bool = True,
-        on_prompt: Callable[[Prompt], None] | None = None, on_text: Callable[[str], None] | None = None) -> Answer:
+        progress: Progress | None = None) -> Answer:
     """One question about one document: a one-question :class:`DocumentSession` (nothing kept for later)."""
     session = DocumentSession(loaded, document, settings, template, generation=generation, truncate=truncate,
-                              share_prefix=False)
-    return session.ask(question, generate=generate, on_prompt=on_prompt, on_text=on_text)
+                              share_prefix=False, progress=progress)
+    return session.ask(question, generate=generate)
 
 
 def select(loaded: LoadedModel, document: Document, question: str, settings: CompressionSettings,
