@@ -20,9 +20,6 @@ CLI_DEFAULTS = dict(window_size=32, max_capacity_prompt=1024, kernel_size=15, po
 METHOD = "defensivekv"
 METHOD_SETTINGS = dict(head_budgets="uniform", pooling_window="causal")
 
-# Tokens generated per answer unless --max-new-tokens says otherwise (also the room kept for it in the context).
-MAX_NEW_TOKENS = 128
-
 # Whether --dtype auto on a CPU that computes bfloat16 natively (AVX512_BF16, AMX, aarch64 bf16; detected in
 # snapkv_cli/models/cpu_features.py) loads the weights in bfloat16 rather than float32. Selection math stays float32
 # either way. docs/decisions/2026-12-02-cpu-weight-dtype.md: set before the paired accuracy run against float32,

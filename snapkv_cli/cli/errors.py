@@ -24,15 +24,19 @@ from ..errors import (
     UnsupportedAttention,
     UserError,
 )
+from ..generation.options import generation_declarations, generation_flag
 from . import console
 
 DEBUG_ENV = "SNAPKV_DEBUG"
 
-# settings (library names) -> the flag that sets them; the compression settings' from their declaration
+# settings (library names) -> the flag that sets them; the compression settings' and the generation options' from
+# their declarations
 FLAGS = {**{key: declared.flag.partition("/")[0] for name, declared in settings_declarations().items()
             if declared.flag is not None for key in (name, declared.given_as) if key is not None},
+         **{name: generation_flag(name) for name, declared in generation_declarations().items()
+            if declared.flag is not None},
          "truncate": "--truncate", "older_than": "--older-than", "layer": "--layer", "head": "--head",
-         "max_new_tokens": "--max-new-tokens", "workers": "--workers", "depths": "--depths", "lengths": "--lengths"}
+         "workers": "--workers", "depths": "--depths", "lengths": "--lengths"}
 
 
 def message(error: UserError) -> str:

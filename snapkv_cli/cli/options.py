@@ -8,14 +8,17 @@ template, the compression settings) and the command's reading of its documents, 
 model's name, then the engine). To give every such command a new option: add its :class:`SharedOption` to
 :data:`RUN_OPTIONS` and use its value in :func:`check_run_values` or :meth:`RunChoices.build`.
 The compression options (:data:`SETTING_OPTIONS`) are generated from the settings' declaration
-(:mod:`snapkv_cli.engine.settings`): a compression setting declared with a flag needs nothing here.
-:data:`MODEL_OPTIONS` are the ones the benchmarks take too (:func:`model_options`).
+(:mod:`snapkv_cli.engine.settings`) and the generation options (:data:`GENERATION_OPTIONS`, and the model's among
+:data:`MODEL_OPTIONS`) from theirs (:mod:`snapkv_cli.generation.options`): a setting or a generation option declared
+with a flag needs nothing here. :data:`MODEL_OPTIONS` are the ones the benchmarks take too (:func:`model_options`);
+a benchmark takes another generation option with :func:`generation_option`.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
@@ -31,7 +34,7 @@ from ..answering.documents import (
     parse_page_ranges,
 )
 from ..answering.prompting import TRUNCATIONS, Template, load_template
-from ..defaults import CPU_AUTO_BFLOAT16, MAX_NEW_TOKENS, METHOD, METHOD_SETTINGS
+from ..defaults import CPU_AUTO_BFLOAT16, METHOD, METHOD_SETTINGS
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
 from ..engine.settings import (
     CompressionSettings,
@@ -42,10 +45,12 @@ from ..engine.settings import (
     settings_declarations,
 )
 from ..errors import InvalidValue, UserError
+from ..generation.options import GenerationOptions, generation_declarations, generation_default, generation_flag
 from ..models.placement import QUANTIZATIONS, parse_device, parse_dtype, parse_quantize
 from ..models.sources import check_reachable, model_source
 
 MODEL_PANEL, COMPRESSION_PANEL, PROMPT_PANEL, OUTPUT_PANEL = "Model", "Compression", "Prompt and answer", "Output"
+_DECLARED = object()  # a default left to the declaration
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,45 @@ def _option(name: str, annotation, default, *flags: str, panel: str, **kwargs) -
     return SharedOption(name, annotation, default, typer.Option(*flags, rich_help_panel=panel, **kwargs))
 
 
+def generation_help(name: str) -> str:
+    """The help of the generation option ``name``'s option: its declared help, naming the other options' flags."""
+    flags = {other: generation_flag(other) for other, declared in generation_declarations().items() if declared.flag}
+    return generation_declarations()[name].help.format(**flags)
+
+
+def _generation_kind(name: str):
+    """The type of the generation option ``name``'s value, as Typer reads it (``Optional[int]`` for ``int | None``)."""
+    kind = typing.get_type_hints(GenerationOptions)[name]
+    kinds = [each for each in typing.get_args(kind) if each is not type(None)]
+    return Optional[kinds[0]] if len(kinds) < len(typing.get_args(kind)) else kind
+
+
+def _generation_details(name: str) -> dict:
+    """The Typer option's details of the generation option ``name``: its declared help, environment variable and
+    lowest value."""
+    declared = generation_declarations()[name]
+    return dict(envvar=declared.envvar, min=declared.min, help=generation_help(name))
+
+
+def generation_option(name: str, default=_DECLARED, *, shown: str | None = None, min: int | None = None):
+    """The ``typer.Option`` of the generation option ``name`` for a command's own signature: its declared flag,
+    help, environment variable and lowest value, with ``default`` (and ``min``) where the command needs another than
+    the declared one (``shown``: how the help says that default, where it is not a plain value)."""
+    details = _generation_details(name)
+    if min is not None:
+        details["min"] = min
+    if shown is not None:
+        details["show_default"] = shown
+    return typer.Option(generation_default(name) if default is _DECLARED else default,
+                        generation_declarations()[name].flag, **details)
+
+
+def _generation_option(name: str, *, panel: str) -> SharedOption:
+    """The shared option of one generation option, from its declaration."""
+    return _option(name, _generation_kind(name), generation_default(name), generation_declarations()[name].flag,
+                   panel=panel, **_generation_details(name))
+
+
 MODEL_OPTIONS: tuple[SharedOption, ...] = (
     _option("model", Optional[str], None, "--model", "-m", envvar="SNAPKV_MODEL", panel=MODEL_PANEL,
             help="A built-in model (snapkv models list), a local directory, a .gguf file or a Hugging Face id "
@@ -81,10 +125,8 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
                  + "; needs torchao, the int8 extra of the package (default: none)."),
     _option("device_map", Optional[str], None, "--device-map", panel=MODEL_PANEL,
             help="Shard the model over devices with accelerate (e.g. auto); overrides --device."),
-    _option("prefill_chunk", Optional[int], None, "--prefill-chunk", min=1, envvar="SNAPKV_PREFILL_CHUNK",
-            panel=MODEL_PANEL,
-            help="Prefill in chunks of this many tokens (bounds activation memory; selection stays exact) "
-                 "(default: one pass)."),
+    *(_generation_option(name, panel=MODEL_PANEL) for name, declared in generation_declarations().items()
+      if declared.flag is not None and declared.with_model),
 )
 
 
@@ -134,15 +176,13 @@ def _setting_option(name: str, declared: Setting) -> SharedOption:
 SETTING_OPTIONS: tuple[SharedOption, ...] = tuple(
     _setting_option(name, declared) for name, declared in settings_declarations().items() if declared.flag is not None)
 
-RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + SETTING_OPTIONS + (
-    _option("max_new_tokens", int, MAX_NEW_TOKENS, "--max-new-tokens", min=1, panel=PROMPT_PANEL,
-            help="Most tokens to generate per answer (also the room kept for it in the context)."),
-    _option("temperature", float, 0.0, "--temperature", min=0.0, panel=PROMPT_PANEL, help="0 is greedy."),
-    _option("seed", Optional[int], None, "--seed", panel=PROMPT_PANEL,
-            help="Random seed (sampling, the random method)."),
-    _option("stop_on_repeat", bool, True, "--stop-on-repeat/--no-stop-on-repeat", panel=PROMPT_PANEL,
-            help="End an answer caught in a loop (the same run of tokens again and again) instead of letting it run "
-                 "to --max-new-tokens."),
+# the generation options of every command that answers: one per option declared with a flag
+# (snapkv_cli.generation.options), those of the model options among MODEL_OPTIONS
+GENERATION_OPTIONS: tuple[SharedOption, ...] = tuple(
+    _generation_option(name, panel=PROMPT_PANEL) for name, declared in generation_declarations().items()
+    if declared.flag is not None and not declared.with_model)
+
+RUN_OPTIONS: tuple[SharedOption, ...] = MODEL_OPTIONS + SETTING_OPTIONS + GENERATION_OPTIONS + (
     _option("pages", Optional[str], None, "--pages", panel=PROMPT_PANEL, help="PDF pages to read, e.g. 3-7,10."),
     _option("max_document_mb", float, DEFAULT_MAX_DOCUMENT_MB, "--max-document-mb", min=0.001,
             envvar=MAX_DOCUMENT_MB_ENV, panel=PROMPT_PANEL, help="Refuse documents bigger than this many MB."),
@@ -185,12 +225,10 @@ class RunChoices:
         on the Hub, an error within seconds when the Hub cannot be reached)."""
         check_reachable(model_source(self.values["model"]))
         from ..answering.runner import RunOptions
-        from ..generation import GenerationOptions
 
         values = self.values
-        generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                       seed=values["seed"], prefill_chunk=values["prefill_chunk"],
-                                       stop_on_repeat=values["stop_on_repeat"])
+        generation = GenerationOptions(**{name: values[name] for name, declared in generation_declarations().items()
+                                          if declared.flag is not None})
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                           quantize=parse_quantize(values["quantize"]),
                           device_map=values["device_map"], settings=self.settings, generation=generation,
@@ -280,10 +318,10 @@ def model_options(command):
         quantize = parse_quantize(values["quantize"])
         check_reachable(model_source(values["model"]))
         from ..answering.runner import RunOptions
-        from ..generation import GenerationOptions
 
+        generation = GenerationOptions(**{name: values[name] for name, declared in generation_declarations().items()
+                                          if declared.flag is not None and declared.with_model})
         return {"options": RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
-                                      quantize=quantize, device_map=values["device_map"],
-                                      generation=GenerationOptions(prefill_chunk=values["prefill_chunk"]))}
+                                      quantize=quantize, device_map=values["device_map"], generation=generation)}
 
     return _with_shared(MODEL_OPTIONS, build)(command)

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ..defaults import MAX_NEW_TOKENS
 from ..engine import CompressionSettings, SnapKVCache, prepare
 from ..engine.families import is_attention_module
 from ..engine.words import prompt_word_ids
 from ..progress import Progress
 from .allocator import return_freed_memory_to_os
+from .options import GenerationOptions
 from .stopping import LOOP_RULE, STOP_REASONS, StopRule
 from .streaming import AnswerText
 
@@ -116,24 +116,6 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
     # drawn with the CPU generator, so that a seed gives the same answer on every device; made on the logits' device
     drawn = torch.multinomial(probabilities.cpu(), 1, generator=generator)
     return torch.tensor(drawn.tolist(), device=logits.device)
-
-
-@dataclass(frozen=True)
-class GenerationOptions:
-    """How to prefill and decode: ``max_new_tokens`` (also the room kept for the answer in the context),
-    ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
-    of that many tokens to bound activation memory; the selection stays exact; None is one pass),
-    ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
-    model's rule, :data:`.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
-    ends there (:data:`.stopping.LOOP_RULE`)."""
-
-    max_new_tokens: int = MAX_NEW_TOKENS
-    temperature: float = 0.0
-    seed: int | None = None
-    stop_at_eos: bool = True
-    prefill_chunk: int | None = None
-    stop_strings: tuple[str, ...] = ()
-    stop_on_repeat: bool = True
 
 
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,

@@ -11,6 +11,7 @@ from rich.text import Text
 from ..answering.report import CacheInfo, DocCacheInfo, Report, StopInfo
 from ..engine.methods import METHODS
 from ..engine.settings import settings_declarations
+from ..generation.options import generation_flag
 from ..generation.stopping import LOOP_RULE, STOP_REASONS
 from .units import human_bytes
 
@@ -35,12 +36,14 @@ def kept_per_head(cache: CacheInfo) -> str:
 def stop_text(stop: StopInfo, tokens: int) -> str:
     """Why the answer ended, in words (Rich markup: a cut answer in yellow)."""
     if stop.reason == "max_new_tokens":
-        return f"[yellow]cut at the token limit ({tokens} tokens): raise --max-new-tokens for more[/]"
+        return (f"[yellow]cut at the token limit ({tokens} tokens): raise {generation_flag('max_new_tokens')} "
+                "for more[/]")
     if stop.reason == "repetition":
         loop = " ".join((stop.repeated or "").split())
         loop = loop if len(loop) <= 60 else loop[:57] + "..."
         said = escape(f"a loop, the same {LOOP_RULE.ngram} tokens {LOOP_RULE.earlier + 1} times ({loop!r})")
-        return f"[yellow]cut after {tokens} tokens: {said}; --no-stop-on-repeat lets it run[/]"
+        return (f"[yellow]cut after {tokens} tokens: {said}; {generation_flag('stop_on_repeat', off=True)} "
+                "lets it run[/]")
     if stop.reason == "stop_string":
         return escape(f"at the stop string {stop.stop_string!r} after {tokens} tokens (a base model's rule)")
     return f"end of answer after {tokens} tokens"

@@ -1,0 +1,93 @@
+"""How to prefill and decode, declared once: :class:`GenerationOptions`, each field with what the rest of the program
+shows of it.
+
+Each field carries, in its metadata (:func:`option`), its command-line option (flag, help, environment variable,
+lowest value), whether the report shows it (and under which key) and its label in tables. The options of ``snapkv
+ask``, ``inspect``, ``chat`` and ``batch`` and those the benchmarks share (:mod:`snapkv_cli.cli.options`), the flags
+the ``Error:`` lines name (:mod:`snapkv_cli.cli.errors`), the report's ``stop`` block
+(:mod:`snapkv_cli.answering.report`) and the benchmark tables' labels follow from it. Free of torch: the command line
+reads it before any model loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GenerationOption:
+    """What the rest of the program shows of one generation option (the metadata of a :class:`GenerationOptions`
+    field).
+
+    ``flag``: its option in every command that answers (None: the library's only), with ``help`` (``{name}`` in it
+    is the flag of the option ``name``), ``envvar`` (the environment variable that sets it) and ``min`` (its lowest
+    value). ``with_model``: it is one of the model options, which every command that loads a model takes, the
+    benchmarks included. ``reported``: the report's ``stop`` block shows it, under ``json`` (default: its name);
+    ``label``: how tables name it.
+    """
+
+    help: str = ""
+    flag: str | None = None
+    envvar: str | None = None
+    min: int | float | None = None
+    with_model: bool = False
+    json: str | None = None
+    reported: bool = False
+    label: str | None = None
+
+
+def option(default, **declaration):
+    """A :class:`GenerationOptions` field with its :class:`GenerationOption`."""
+    return field(default=default, metadata={"generation": GenerationOption(**declaration)})
+
+
+def generation_declarations(cls: type | None = None) -> dict[str, GenerationOption]:
+    """Every declared option (:class:`GenerationOption`) of ``cls`` (default: :class:`GenerationOptions`), by field
+    name, in field order."""
+    return {f.name: f.metadata["generation"] for f in fields(cls or GenerationOptions) if "generation" in f.metadata}
+
+
+def generation_default(name: str) -> Any:
+    """The default of the generation option ``name``: the command line's and the library's."""
+    return GenerationOptions.__dataclass_fields__[name].default
+
+
+def reported_options(options: GenerationOptions) -> dict[str, Any]:
+    """The options declared ``reported``, as the report's JSON shows them: by their JSON keys, in declaration order
+    (a tuple as a list)."""
+    return {declared.json or name: list(value) if isinstance(value := getattr(options, name), tuple) else value
+            for name, declared in generation_declarations(type(options)).items() if declared.reported}
+
+
+def generation_flag(name: str, *, off: bool = False) -> str:
+    """The flag that sets the generation option ``name`` (an on/off pair's first, or with ``off`` its second):
+    ``--max-new-tokens``, ``--no-stop-on-repeat``."""
+    on, _, off_flag = generation_declarations()[name].flag.partition("/")
+    return off_flag if off else on
+
+
+@dataclass(frozen=True)
+class GenerationOptions:
+    """How to prefill and decode: ``max_new_tokens`` (also the room kept for the answer in the context),
+    ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
+    of that many tokens to bound activation memory; the selection stays exact; None is one pass),
+    ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
+    model's rule, :data:`.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
+    ends there (:data:`.stopping.LOOP_RULE`)."""
+
+    max_new_tokens: int = option(
+        128, flag="--max-new-tokens", min=1, label="new tokens",
+        help="Most tokens to generate per answer (also the room kept for it in the context).")
+    temperature: float = option(0.0, flag="--temperature", min=0.0, help="0 is greedy.")
+    seed: int | None = option(None, flag="--seed", help="Random seed (sampling, the random method).")
+    stop_at_eos: bool = option(True)
+    prefill_chunk: int | None = option(
+        None, flag="--prefill-chunk", min=1, envvar="SNAPKV_PREFILL_CHUNK", with_model=True,
+        help="Prefill in chunks of this many tokens (bounds activation memory; selection stays exact) "
+             "(default: one pass).")
+    stop_strings: tuple[str, ...] = option((), json="strings", reported=True)
+    stop_on_repeat: bool = option(
+        True, flag="--stop-on-repeat/--no-stop-on-repeat", reported=True,
+        help="End an answer caught in a loop (the same run of tokens again and again) instead of letting it run to "
+             "{max_new_tokens}.")
