@@ -420,7 +420,7 @@ def _sample(annotation):
     if is_dataclass(annotation):
         hints = typing.get_type_hints(annotation)
         return annotation(**{field_.name: _sample(hints[field_.name]) for field_ in fields(annotation)})
-    if origin is list:
+    if origin in (list, tuple):
         return [_sample(arguments[0])]
     if arguments:  # X | None, X | Y
         return _sample(next(argument for argument in arguments if argument is not type(None)))
@@ -448,12 +448,24 @@ def _value_type(value) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
+def _report_types() -> dict[str, str]:
+    """The JSON type of every key path of the report: its fields' and, in ``stop``, the reported generation
+    options' (:mod:`snapkv_cli.generation.options`), from their annotations."""
+    from snapkv_cli.answering.report import Report
+    from snapkv_cli.generation.options import GenerationOptions, generation_declarations
+
+    options = typing.get_type_hints(GenerationOptions)
+    annotations = {**_annotations(Report), **{f"stop.{declared.json or name}": options[name] for name, declared
+                                              in generation_declarations().items() if declared.reported}}
+    return {path: _type_name(annotation) for path, annotation in annotations.items()}
+
+
 def ask_keys() -> list[tuple[str, str]]:
     """``snapkv ask --json``'s key paths, in the order ``Report.to_json`` writes them, and their JSON types (from the
     report's annotations)."""
     from snapkv_cli.answering.report import Report
 
-    typed = {path: _type_name(annotation) for path, annotation in _annotations(Report).items()}
+    typed = _report_types()
     return [(path, typed.get(path) or _value_type(value)) for path, value in _paths(_sample(Report).to_json())]
 
 
@@ -481,9 +493,7 @@ def inspect_keys() -> list[tuple[str, str]]:
 
     data = _sample_inspection().to_json()
     data["found"] = [Occurrence("a", 0, 1, np.ones((1, 1), dtype=np.int64)).to_json()]  # cli/inspect.py's --find
-    from snapkv_cli.answering.report import Report
-
-    typed = {path: _type_name(annotation) for path, annotation in _annotations(Report).items()}
+    typed = _report_types()
     return [(path, typed.get(path) or _value_type(value)) for path, value in _paths(data)]
 
 

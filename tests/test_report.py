@@ -17,7 +17,7 @@ from snapkv_cli.answering.prompting import Prompt
 from snapkv_cli.answering.report import DocCacheInfo, PrefixInfo, Report, StopInfo, build_report, peak_rss_bytes
 from snapkv_cli.engine import CompressionSettings, SnapKVCache
 from snapkv_cli.engine.records import LayerRecord
-from snapkv_cli.generation import GenerationResult
+from snapkv_cli.generation import GenerationOptions, GenerationResult
 
 LENGTH = 20  # prompt tokens: template 0-2, page 1 at 3-8, page 2 at 9-14, template 15, question 16-18, template 19
 HEADS, HEAD_DIM, DTYPE_BYTES = 2, 4, 2  # float16 keys and values
@@ -65,11 +65,14 @@ def hand_result(cache: SnapKVCache, **stop) -> GenerationResult:
 
 
 def hand_report(*, prefix_source: str = "memory", **stop) -> Report:
+    """A report of :func:`hand_result`, generated with the stop strings and loop rule that ``stop`` gives it."""
     settings = CompressionSettings(method="snapkv", window_size=4, max_capacity_prompt=0.5, kernel_size=3,
                                    pooling="maxpool")
+    generation = GenerationOptions(**{name: stop[name] for name in ("stop_strings", "stop_on_repeat") if name in stop})
     return build_report(
         model_name="tiny/model", device="cpu", dtype="float16", prompt=hand_prompt(),
-        result=hand_result(hand_cache(settings), **stop), document="notes.txt", question="Who repaired it?",
+        result=hand_result(hand_cache(settings), **stop), generation=generation, document="notes.txt",
+        question="Who repaired it?",
         load_s=1.23456, question_index=3, prefix=PrefixInfo(tokens=16, source=prefix_source, seconds=0.33333),
         doc_cache=DocCacheInfo(enabled=True, status="hit", path="/cache/entry", bytes=4321), wall_s=4.56789,
         dtype_reason="auto: no bfloat16", quantization="int8")
@@ -170,15 +173,15 @@ def test_pages_share_differs_by_page_and_a_document_without_pages_has_none():
                                    bytes_before=1, bytes_after=1)
     prefix = PrefixInfo(tokens=0, source="prefill", seconds=0.0)
     report = build_report(model_name="m", device="cpu", dtype="float32", prompt=hand_prompt(),
-                          result=hand_result(cache), document="d", question="q", load_s=0.0, question_index=0,
-                          prefix=prefix, doc_cache=DocCacheInfo())
+                          result=hand_result(cache), generation=GenerationOptions(), document="d", question="q",
+                          load_s=0.0, question_index=0, prefix=prefix, doc_cache=DocCacheInfo())
     assert [(row.page, row.document_tokens, row.kept_share) for row in report.pages] == [
         (1, 6, 1.0), (2, 6, round(1 / 6, 4))]
     unpaged = hand_prompt()
     unpaged.token_pages[:] = [None] * LENGTH
     report = build_report(model_name="m", device="cpu", dtype="float32", prompt=unpaged, result=hand_result(cache),
-                          document="d", question="q", load_s=0.0, question_index=0, prefix=prefix,
-                          doc_cache=DocCacheInfo())
+                          generation=GenerationOptions(), document="d", question="q", load_s=0.0, question_index=0,
+                          prefix=prefix, doc_cache=DocCacheInfo())
     assert report.pages == [] and report.to_json()["pages"] == []
 
 
@@ -230,7 +233,7 @@ def test_the_stop_block_names_the_stop_string_that_ended_the_answer():
 @pytest.mark.parametrize(("reason", "cut"), [("eos", False), ("stop_string", False), ("max_new_tokens", True),
                                              ("repetition", True)])
 def test_an_answer_is_cut_only_by_the_token_limit_or_a_loop(reason, cut):
-    assert StopInfo(strings=[], stopped_by=reason, reason=reason).cut is cut
+    assert StopInfo(stopped_by=reason, reason=reason).cut is cut
 
 
 def test_without_the_answer_the_json_drops_what_describes_it():
@@ -252,8 +255,9 @@ def test_the_defaults_of_a_report_left_unsaid():
     unpaged = hand_prompt()
     unpaged.token_pages[:] = [None] * LENGTH
     report = build_report(model_name="m", device="cpu", dtype="float32", prompt=unpaged,
-                          result=hand_result(SnapKVCache(settings=settings)), document="d", question="q", load_s=0.0,
-                          question_index=0, prefix=PrefixInfo(tokens=0, source="prefill", seconds=0.0),
+                          result=hand_result(SnapKVCache(settings=settings)), generation=GenerationOptions(),
+                          document="d", question="q", load_s=0.0, question_index=0,
+                          prefix=PrefixInfo(tokens=0, source="prefill", seconds=0.0),
                           doc_cache=DocCacheInfo())
     assert report.timings.wall_s == 0.0 and report.dtype_reason == "asked for" and report.quantization is None
     assert report.layers == [] and (report.cache.tokens_after_min, report.cache.tokens_after_max) == (0, 0)
@@ -399,7 +403,7 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
     from snapkv_cli.views.report_panel import stop_text
 
     def said(repeated):
-        return stop_text(StopInfo(strings=[], stopped_by="repetition", reason="repetition", repeated=repeated), 40)
+        return stop_text(StopInfo(stopped_by="repetition", reason="repetition", repeated=repeated), 40)
 
     def expected(quoted):
         return (f"[yellow]cut after 40 tokens: a loop, the same 8 tokens 4 times ({quoted}); "
@@ -416,9 +420,9 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
 def test_an_answer_ended_by_a_stop_string_names_it_escaped_for_rich():
     from snapkv_cli.views.report_panel import stop_text
 
-    stop = StopInfo(strings=["\nQuestion:", "[x]"], stopped_by="[x]", reason="stop_string", stop_string="[x]")
+    stop = StopInfo(stopped_by="[x]", reason="stop_string", stop_string="[x]")
     assert stop_text(stop, 5) == "at the stop string '\\[x]' after 5 tokens (a base model's rule)"
-    assert stop_text(StopInfo(strings=[], stopped_by="eos"), 5) == "end of answer after 5 tokens"
+    assert stop_text(StopInfo(stopped_by="eos"), 5) == "end of answer after 5 tokens"
 
 
 def test_the_time_row_says_where_the_shared_document_prefix_came_from():

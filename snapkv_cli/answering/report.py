@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass
 import torch
 
 from ..engine import CompressionSettings, SnapKVCache
-from ..generation import GenerationResult
+from ..generation import GenerationOptions, GenerationResult
+from ..generation.options import reported_options
 from .prompting import Prompt
 
 SCHEMA_VERSION = 1
@@ -67,16 +68,16 @@ class PromptInfo:
 @dataclass(frozen=True)
 class StopInfo:
     """Where the answer ends and why (:mod:`snapkv_cli.generation.stopping`). ``reason`` is one of ``STOP_REASONS``:
-    ``eos`` (the model's end-of-sequence token), ``stop_string`` (before the first of ``strings``, a base model's rule;
-    the one found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a loop, by
-    ``LOOP_RULE`` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
-    ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it."""
+    ``eos`` (the model's end-of-sequence token), ``stop_string`` (before the first of the stop strings, a base
+    model's rule; the one found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a
+    loop, by ``LOOP_RULE`` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
+    ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it. The rules in force
+    (the stop strings, ``stop_on_repeat``) are the report's generation options, which the JSON's ``stop`` block shows
+    beside these keys (:meth:`Report.to_json`)."""
 
-    strings: list[str]
     stopped_by: str
     reason: str = "eos"
     stop_string: str | None = None
-    stop_on_repeat: bool = True
     repeated: str | None = None
 
     @property
@@ -192,13 +193,18 @@ class Report:
     reused_prefix_tokens: int
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
-    stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[], stopped_by="eos"))
+    stop: StopInfo = field(default_factory=lambda: StopInfo(stopped_by="eos"))
+    generation: GenerationOptions = field(default_factory=GenerationOptions)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, *, answer: bool = True) -> dict:
-        """The JSON object; ``answer=False`` drops the answer, its token count and the decode timings."""
+        """The JSON object; ``answer=False`` drops the answer, its token count and the decode timings. The generation
+        options declared ``reported`` (:mod:`snapkv_cli.generation.options`) lead the ``stop`` block, under their JSON
+        keys; the others are not shown."""
         data = {"schema_version": self.schema_version}  # first; updating it below keeps its place
         data.update(asdict(self))
+        del data["generation"]
+        data["stop"] = {**reported_options(self.generation), **data["stop"]}
         if not answer:
             del data["answer"], data["generated_tokens"]
             for key in ("decode_s", "decode_tokens_per_s"):
@@ -253,11 +259,12 @@ def cache_info(cache: SnapKVCache, layers: list[LayerRow]) -> CacheInfo:
 
 
 def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, result: GenerationResult,
-                 document: str, question: str, load_s: float, question_index: int, prefix: PrefixInfo,
-                 doc_cache: DocCacheInfo, wall_s: float = 0.0, dtype_reason: str = "asked for",
+                 generation: GenerationOptions, document: str, question: str, load_s: float, question_index: int,
+                 prefix: PrefixInfo, doc_cache: DocCacheInfo, wall_s: float = 0.0, dtype_reason: str = "asked for",
                  quantization: str | None = None) -> Report:
-    """The report of one answer (documented in docs/usage.md); ``wall_s``: the answer's wall time; ``dtype`` and
-    ``quantization`` as read back from the model, ``dtype_reason`` why that dtype."""
+    """The report of one answer (documented in docs/usage.md), ``result`` generated with ``generation``; ``wall_s``:
+    the answer's wall time; ``dtype`` and ``quantization`` as read back from the model, ``dtype_reason`` why that
+    dtype."""
     cache = result.cache
     settings = cache.settings
     window = prompt.window_report(settings.window_size)
@@ -292,7 +299,8 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
-        stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by, reason=result.stop_reason,
+        stop=StopInfo(stopped_by=result.stopped_by, reason=result.stop_reason,
                       stop_string=result.stopped_by if result.stop_reason == "stop_string" else None,
-                      stop_on_repeat=result.stop_on_repeat, repeated=result.repeated),
+                      repeated=result.repeated),
+        generation=generation,
     )

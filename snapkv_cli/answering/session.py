@@ -166,7 +166,7 @@ class DocumentSession:
             doc_cache = DocCacheInfo()
         report = build_report(model_name=self.loaded.name, device=str(self.loaded.device),
                               dtype=torch_dtype_name(self.loaded.dtype), dtype_reason=self.loaded.dtype_reason,
-                              quantization=self.loaded.quantization, prompt=prompt, result=result,
+                              quantization=self.loaded.quantization, prompt=prompt, result=result, generation=options,
                               document=self.document.source, question=question,
                               load_s=self.loaded.load_seconds if self.asked == 0 else 0.0,
                               question_index=self.asked, prefix=prefix, doc_cache=doc_cache,
