@@ -76,12 +76,12 @@ defaults() {  # SnapKV settings on the tune split (never on reported samples): 2
 
 speed() {  # 1k-8k tokens, the default method at budgets 256 and 1024, one warm-up round and 3 interleaved rounds,
   # one thread (two threads on a 2-core machine shared with anything else wait on each other)
-  OMP_NUM_THREADS=1 run "$out/speed.json" bench speed --lengths 1024,2048,4096,8192 --budgets 256,1024 --new-tokens 64 \
+  OMP_NUM_THREADS=1 run "$out/speed.json" bench speed --lengths 1024,2048,4096,8192 --budgets 256,1024 --max-new-tokens 64 \
     --repeats 3 --warmup 1
 }
 
 chunked() {  # the default method's peak memory at 8k with prefill chunks of 2048 (compare with speed.json's one pass)
-  OMP_NUM_THREADS=1 run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --new-tokens 64 --repeats 3 --warmup 1 \
+  OMP_NUM_THREADS=1 run "$out/speed_chunked.json" bench speed --lengths 8192 --budgets 1024 --max-new-tokens 64 --repeats 3 --warmup 1 \
     --prefill-chunk 2048
 }
 

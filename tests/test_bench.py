@@ -318,13 +318,13 @@ def test_bench_sample_reruns_a_cell_with_ask(short_context_model_path, tmp_path)
 def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
     markdown = tmp_path / "speed.md"
     result = CliRunner().invoke(app, ["bench", "speed", "--model", tiny_model_path, "--lengths", "200",
-                                      "--budgets", "64,1000", "--new-tokens", "4", "--repeats", "2", "--json",
+                                      "--budgets", "64,1000", "--max-new-tokens", "4", "--repeats", "2", "--json",
                                       "--markdown", str(markdown)])
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
     samples = report["samples"]
     default = "defensivekv+uniformheads+causalpool"  # the CLI's default method compresses unless --method says
-    assert report["plan"]["method"] == default
+    assert report["plan"]["method"] == default and report["plan"]["max_new_tokens"] == 4
     configurations = [("weights-only", None), ("transformers", None), ("full", None), (default, 64)]
     assert [(s["method"], s["budget"]) for s in samples] == configurations[::-1] + configurations + configurations[::-1]
     assert [s["round"] for s in samples] == [-1] * 4 + [0] * 4 + [1] * 4
@@ -440,11 +440,13 @@ def test_the_default_label_runs_the_command_lines_default_method_with_its_settin
 
 
 def test_speed_benchmark_times_the_method_it_is_given(tiny_model_path):
+    # --new-tokens: the hidden old name of --max-new-tokens, which the recorded commands of docs/results use
     arguments = ["bench", "speed", "--model", tiny_model_path, "--lengths", "200", "--budgets", "64",
                  "--new-tokens", "3", "--repeats", "1", "--warmup", "0", "--json"]
     result = CliRunner().invoke(app, [*arguments, "--method", "snapkv+causalpool"])
     assert result.exit_code == 0, result.stderr
     report = json.loads(result.stdout)
+    assert report["plan"]["max_new_tokens"] == 3
     assert [s["method"] for s in report["samples"]][-1] == "snapkv+causalpool"
     for bad in ("full", "magic"):  # full is always timed; a method must compress
         failed = CliRunner().invoke(app, [*arguments, "--method", bad])

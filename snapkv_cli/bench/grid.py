@@ -22,8 +22,13 @@ from ..engine.settings import (
     library_default,
     settings_declarations,
 )
+from ..generation.options import generation_default
 
 DEFAULT_METHODS = tuple(name for name, method in METHODS.items() if method.benchmarked_by_default)
+# Tokens generated per answer where a benchmark needs another number than --max-new-tokens' declared default
+# (snapkv_cli.generation.options): the needle's one sentence, and speed's decode steps per configuration. bench
+# accuracy (and sample) give each task its own (snapkv_cli.bench.tasks.NEW_TOKENS).
+BENCH_NEW_TOKENS = {"niah": 48, "speed": 64}
 # label suffix -> (the settings field it sets, its declaration), in label order
 SUFFIXES: dict[str, tuple[str, Suffix]] = {
     suffix.name: (name, suffix) for name, suffix in sorted(
@@ -96,7 +101,7 @@ class MethodGrid:
     kernel_size: int = cli_setting("kernel_size")
     pooling: str = cli_setting("pooling")
     gqa_aggregation: str = cli_setting("gqa_aggregation")
-    max_new_tokens: int = 24
+    max_new_tokens: int = generation_default("max_new_tokens")
     seed: int = 0
 
     def settings(self, method: str, budget: int | None) -> CompressionSettings:

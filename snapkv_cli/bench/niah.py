@@ -23,7 +23,7 @@ from ..answering.prompting import Template
 from ..answering.session import DocumentSession
 from ..generation import GenerationOptions
 from ..models.loader import LoadedModel
-from .grid import MethodGrid
+from .grid import BENCH_NEW_TOKENS, MethodGrid
 from .needle import NEEDLE, RETRIEVAL_QUESTION, Haystack, haystack_text, needle_context
 
 DEFAULT_NIAH_LENGTHS = (1024, 2048, 4096, 8192)
@@ -62,7 +62,7 @@ class NiahPlan(MethodGrid):
     budgets: tuple[int, ...] = DEFAULT_NIAH_BUDGETS
     lengths: tuple[int, ...] = DEFAULT_NIAH_LENGTHS
     depths: tuple[float, ...] = DEFAULT_NIAH_DEPTHS
-    max_new_tokens: int = 48
+    max_new_tokens: int = BENCH_NEW_TOKENS["niah"]
 
 
 @dataclass

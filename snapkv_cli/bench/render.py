@@ -12,6 +12,7 @@ from typing import BinaryIO
 from rich.table import Table
 
 from ..engine.methods import METHODS
+from ..generation.options import generation_declarations
 from .accuracy import outcomes_from_json, tally
 from .retention import Tally
 from .speed import compare, summarize
@@ -87,7 +88,8 @@ def accuracy_rows(report: dict, *, pool_tasks: bool = False) -> Rows:
 def prompt_ranges(report: dict) -> Rows:
     """Per length: the prompt tokens actually used (min-max) and the samples per task."""
     outcomes = outcomes_from_json(report)
-    header = ["length", "prompt tokens (min-max)", "new tokens", "samples per task"]
+    header = ["length", "prompt tokens (min-max)", generation_declarations()["max_new_tokens"].label,
+              "samples per task"]
     rows = []
     for length in sorted({o.length for o in outcomes}):
         at = [o for o in outcomes if o.length == length and o.method == "full"] or \

@@ -36,7 +36,7 @@ from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached, detached, has_forward_hooks
 from ..generation import GenerationOptions, generate_answer, synchronize
 from ..models.loader import LoadedModel
-from .grid import default_label, parse_label
+from .grid import BENCH_NEW_TOKENS, default_label, parse_label
 from .haystack import haystack
 from .memory import PeakRSS
 from .spread import spread
@@ -56,7 +56,7 @@ class NotPlainTransformers(RuntimeError):
 class SpeedPlan:
     lengths: tuple[int, ...] = DEFAULT_SPEED_LENGTHS
     budgets: tuple[int, ...] = DEFAULT_SPEED_BUDGETS
-    new_tokens: int = 64
+    max_new_tokens: int = BENCH_NEW_TOKENS["speed"]
     repeats: int = 5
     warmup_rounds: int = 1
     window_size: int = 32
@@ -186,7 +186,7 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, configuration
     gc.collect()
     if configuration.method in PLAIN_METHODS:
         with PeakRSS() as peak:
-            prefill_s, decode_s, steps, cache = plain_transformers_run(model, ids, plan.new_tokens)
+            prefill_s, decode_s, steps, cache = plain_transformers_run(model, ids, plan.max_new_tokens)
             kv_bytes = _prompt_kv_bytes(cache, steps) if len(ids) > 1 else 0
         del cache
         selection_s, plain = 0.0, True
@@ -197,7 +197,7 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, configuration
                                        kernel_size=plan.kernel_size, pooling=plan.pooling, **overrides)
         with attached(model), PeakRSS() as peak:
             result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(
-                max_new_tokens=plan.new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size))
+                max_new_tokens=plan.max_new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size))
             kv_bytes = _prompt_kv_bytes(result.cache, result.decode_steps)
         prefill_s, decode_s, steps = result.prefill_s, result.decode_s, result.decode_steps
         selection_s, plain = result.cache.selection_seconds, False

