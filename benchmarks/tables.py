@@ -928,10 +928,10 @@ def weight_dtype_table(path: str) -> str:
 
 def methods_table() -> str:
     """The README's table of methods, from the method registry (:mod:`snapkv_cli.engine.methods`)."""
-    from snapkv_cli.engine.methods import METHODS
+    from snapkv_cli.engine.methods import METHODS, with_defaults
 
     return _table((["method", "paper", "what each layer and KV head keeps"],
-                   [[f"`{method.name}`", method.paper, method.keeps] for method in METHODS.values()]))
+                   [[f"`{method.name}`", method.paper, with_defaults(method.keeps)] for method in METHODS.values()]))
 
 
 # -- the page's summary: one row per headline claim ----------------------------------------------------------------

@@ -36,6 +36,7 @@ from ..answering.documents import (
 from ..answering.prompting import TRUNCATIONS, Template, load_template
 from ..defaults import CPU_AUTO_BFLOAT16, METHOD, METHOD_SETTINGS
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
+from ..engine.methods import with_defaults
 from ..engine.settings import (
     CompressionSettings,
     Setting,
@@ -144,7 +145,7 @@ def setting_help(name: str) -> str:
     if declared.choices:
         meanings = declared.choices if isinstance(declared.choices, Mapping) else dict.fromkeys(declared.choices, "")
         text += ": " + alternatives(
-            f"{value} ({getattr(meaning, 'description', meaning)})" if meaning else value
+            f"{value} ({with_defaults(getattr(meaning, 'description', meaning))})" if meaning else value
             for value, meaning in meanings.items())
     if name == "method":
         text += (f" (default: {METHOD} with "

@@ -9,7 +9,15 @@ every list of methods: the registry, the ``--method`` help, the benchmark tables
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+
+
+def with_defaults(text: str) -> str:
+    """A method's ``description`` or ``keeps`` as shown: each ``{setting}`` in it (with a format spec if any) replaced
+    by that compression setting's library default, so the text never restates a default that may change."""
+    from .settings import CompressionSettings  # the settings read this registry: imported when a text is shown
+
+    return text.format(**{field.name: field.default for field in fields(CompressionSettings)})
 
 
 @dataclass(frozen=True)
@@ -17,8 +25,8 @@ class Method:
     """One compression method and what the rest of the program needs to know of it without running it."""
 
     name: str
-    description: str  # one line: what the --method help says of it
-    keeps: str  # Markdown: what each layer and KV head keeps (the README's methods table)
+    description: str  # one line: what the --method help says of it (through with_defaults)
+    keeps: str  # Markdown: what each layer and KV head keeps (the README's methods table, through with_defaults)
     paper: str = ""  # Markdown link to its paper
     compresses: bool = True  # False: the full cache, no budget applies
     pools_votes: bool = False  # its scores are pooled window votes (kernel_size, pooling, pooling_window apply)
@@ -42,16 +50,17 @@ METHODS: dict[str, Method] = {method.name: method for method in (
            benchmarked_by_default=True),
     Method("adakv", "SnapKV scores, one top-k over all KV heads of a layer with a per-head floor, as AdaKV",
            "SnapKV scores; the layer's budget (KV heads x `budget - window`) goes to the best positions of any head "
-           "by one top-k over all heads of the layer, after each head has its own top `head_floor` (0.2) of its even "
-           "share: heads that spread their attention get more room than heads that look at a few tokens. Heads then "
-           "keep different numbers of tokens (layout below)",
+           "by one top-k over all heads of the layer, after each head has its own top `head_floor` ({head_floor}) of "
+           "its even share: heads that spread their attention get more room than heads that look at a few tokens. "
+           "Heads then keep different numbers of tokens (layout below)",
            "[Ada-KV](https://arxiv.org/abs/2407.11550) (Ada-SnapKV)", pools_votes=True,
            default_head_budgets="adaptive"),
-    Method("criticalkv", "SnapKV scores; half of each head's budget by attention, the rest by attention x ||W_o v||, "
-           "as CriticalKV",
-           "SnapKV scores; half of each head's budget (`critical_first_stage`) by score, the rest by score x "
-           "`\\|W_o v\\|_1`, the value projected through its query heads' columns of the output projection (mean over "
-           "the group): an entry's effect on the layer's output is its attention times that projected value",
+    Method("criticalkv", "SnapKV scores; {critical_first_stage:.0%} of each head's budget by attention, the rest by "
+           "attention x ||W_o v||, as CriticalKV",
+           "SnapKV scores; {critical_first_stage:.0%} of each head's budget (`critical_first_stage`) by score, the "
+           "rest by score x `\\|W_o v\\|_1`, the value projected through its query heads' columns of the output "
+           "projection (mean over the group): an entry's effect on the layer's output is its attention times that "
+           "projected value",
            "[CriticalKV](https://arxiv.org/abs/2502.03805)", pools_votes=True),
     Method("defensivekv", "worst-case window votes with a prior floor on Ada-CriticalKV, as DefensiveKV",
            "each position's worst case instead of the sum: the largest attention any window query (any query head of "
@@ -60,10 +69,10 @@ METHODS: dict[str, Method] = {method.name: method for method in (
            "the paper",
            "[DefensiveKV](https://arxiv.org/abs/2510.13334)", pools_votes=True, default_head_budgets="adaptive"),
     Method("chunkkv", "whole chunks of chunk_size tokens ranked by their summed window votes, as ChunkKV",
-           "whole chunks of `chunk_size` (10) consecutive tokens ranked by their summed window votes (raw votes: the "
-           "chunk sum replaces pooling; a short last chunk is scaled to full length); where a head's budget ends "
-           "inside a chunk, that chunk's best tokens. Digits are single tokens in the default model, so a code is a "
-           "run of positions that token-level selection can split",
+           "whole chunks of `chunk_size` ({chunk_size}) consecutive tokens ranked by their summed window votes (raw "
+           "votes: the chunk sum replaces pooling; a short last chunk is scaled to full length); where a head's budget "
+           "ends inside a chunk, that chunk's best tokens. Digits are single tokens in the default model, so a code "
+           "is a run of positions that token-level selection can split",
            "[ChunkKV](https://arxiv.org/abs/2502.00299)"),
     Method("h2o", "attention accumulated over all prompt queries, the heavy hitters, plus a recent window",
            "attention accumulated over every prompt query (computed in blocks, never prompt x prompt) plus the window",
@@ -72,7 +81,8 @@ METHODS: dict[str, Method] = {method.name: method for method in (
            "the last token's attention averaged over all heads of the layer, plus the window",
            "[TOVA](https://arxiv.org/abs/2401.06104)"),
     Method("streamingllm", "attention sinks, the first tokens, plus the most recent tokens",
-           "4 attention-sink tokens plus the most recent tokens", "[StreamingLLM](https://arxiv.org/abs/2309.17453)",
+           "{sink_tokens} attention-sink tokens plus the most recent tokens",
+           "[StreamingLLM](https://arxiv.org/abs/2309.17453)",
            same_on_every_head=True, benchmarked_by_default=True),
     Method("random", "uniformly random positions, a control", "random positions plus the window (a control)",
            benchmarked_by_default=True),
