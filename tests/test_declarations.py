@@ -1,9 +1,11 @@
-"""Settings and methods are declared once: a setting added to the settings' declaration and a method added to the
-registry reach the command line (its options, their help, the check of a value), the report (the JSON settings block
-and the terminal panel), the benchmarks' labels and their help, and the README's table of methods, with no other edit.
+"""Settings, methods and generation options are declared once: a setting added to the settings' declaration and a
+method added to the registry reach the command line (its options, their help, the check of a value), the report (the
+JSON settings block and the terminal panel), the benchmarks' labels and their help, and the README's table of methods;
+generation options added to their declaration reach every command's options and their help, the run's options, the
+report's JSON and the flags the error lines name; all with no other edit.
 
-The fixture imports the package afresh with the two declarations extended, as if the new entries had been typed
-there; everything else must follow from them.
+The fixtures import the package afresh with the declarations extended, as if the new entries had been typed there;
+everything else must follow from them.
 """
 
 from __future__ import annotations
@@ -71,6 +73,35 @@ def extended():
         sys.modules.update(saved)
 
 
+@pytest.fixture
+def extended_generation():
+    """A fresh import of the package whose generation options declare two more: ``dummy_stop`` (``--dummy-stop/
+    --no-dummy-stop``, off by default, shown in the report's stop block as ``dummy_stopped``), which the commands that
+    answer take, and ``dummy_chunk`` (``--dummy-chunk``, env ``SNAPKV_DUMMY_CHUNK``), a model option, which the
+    benchmarks take too; no code reads either. The package as it was comes back after."""
+    saved = {name: module for name, module in sys.modules.items() if _ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        options = importlib.import_module(f"{PACKAGE}.generation.options")
+        generation = importlib.import_module(f"{PACKAGE}.generation")
+
+        @dataclass(frozen=True)
+        class GenerationOptions(options.GenerationOptions):
+            dummy_stop: bool = options.option(
+                False, flag="--dummy-stop/--no-dummy-stop", json="dummy_stopped", reported=True,
+                help="End an answer at a dummy marker no decoder reads, before {max_new_tokens}.")
+            dummy_chunk: int = options.option(7, flag="--dummy-chunk", min=2, envvar="SNAPKV_DUMMY_CHUNK",
+                                              with_model=True, help="A chunk no prefill reads.")
+
+        options.GenerationOptions = generation.GenerationOptions = GenerationOptions
+        yield importlib.import_module(f"{PACKAGE}.cli")
+    finally:
+        for name in [name for name in sys.modules if _ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
 def _shown(text: str) -> str:
     """Rich's text without its box characters and line wrapping."""
     return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
@@ -127,6 +158,60 @@ def test_a_new_setting_and_method_reach_the_cli_report_bench_and_docs(extended, 
     # the README's table of methods
     from benchmarks import tables  # reads the registry when it renders, so it sees the extended one
     assert "| `dummykv` | [Dummy](https://example.org/dummy) | what SnapKV keeps |" in tables.methods_table()
+
+
+def test_new_generation_options_reach_every_command_its_help_the_run_the_json_and_the_errors(
+        extended_generation, tiny_model_path, tmp_path):
+    runner = CliRunner()
+    app = extended_generation.app
+    # every command that answers takes both, with their help (naming the other options' flags)
+    for command in ("ask", "inspect", "chat", "batch"):
+        shown = _shown(runner.invoke(app, [command, "--help"]).stdout)
+        assert "--dummy-stop --no-dummy-stop" in shown, command
+        assert "End an answer at a dummy marker no decoder reads, before --max-new-tokens." in shown, command
+        assert "--dummy-chunk" in shown and "A chunk no prefill reads." in shown, command
+        assert "SNAPKV_DUMMY_CHUNK" in shown, command
+    # the benchmarks take the model's one, not the answer's
+    for bench in ("accuracy", "sample", "speed", "niah"):
+        shown = _shown(runner.invoke(app, ["bench", bench, "--help"]).stdout)
+        assert "--dummy-chunk" in shown and "--dummy-stop" not in shown, bench
+
+    # the run's options and the report's JSON (ask's and inspect's stop block)
+    from snapkv_cli.answering.runner import Runner
+
+    seen = []
+    original = Runner.__init__
+
+    def recording(self, options, *args, **kwargs):
+        seen.append(options.generation)
+        original(self, options, *args, **kwargs)
+
+    Runner.__init__ = recording
+    try:
+        document = tmp_path / "notes.txt"
+        document.write_text(NOTES, encoding="utf-8")
+        run = [str(document), "Who repaired the fog signal?", "--model", tiny_model_path, "--max-new-tokens", "2",
+               "--json", "--quiet"]
+        for command in ("ask", "inspect"):
+            given = runner.invoke(app, [command, *run, "--dummy-stop", "--dummy-chunk", "9"])
+            assert given.exit_code == 0, given.stderr
+            assert json.loads(given.stdout)["stop"]["dummy_stopped"] is True, command
+            default = runner.invoke(app, [command, *run])
+            assert json.loads(default.stdout)["stop"]["dummy_stopped"] is False, command
+    finally:
+        Runner.__init__ = original
+    assert [(options.dummy_stop, options.dummy_chunk, options.max_new_tokens) for options in seen] == [
+        (True, 9, 2), (False, 7, 2)] * 2
+    refused = runner.invoke(app, ["ask", *run, "--dummy-chunk", "1"])
+    assert refused.exit_code == 2 and "--dummy-chunk" in refused.stderr  # below its declared lowest value
+
+    # the error lines name its flag where the library names the option
+    from snapkv_cli.cli.errors import message
+    from snapkv_cli.errors import InvalidValue
+
+    assert message(InvalidValue("dummy_chunk", "3", "a multiple of 2")) == (
+        "--dummy-chunk must be a multiple of 2, got '3'")
+    assert message(InvalidValue("dummy_stop", "maybe", "on or off")).startswith("--dummy-stop must be on or off")
 
 
 def test_the_declarations_and_the_command_line_load_without_torch():
