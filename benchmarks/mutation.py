@@ -38,7 +38,7 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
                ["tests/test_doc_cache.py", "tests/test_generation.py", "tests/test_multi_question.py",
-                "tests/test_pipeline.py", "tests/test_stopping.py"]),
+                "tests/test_session.py", "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation/*"], ["tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/answering/session.py"],
                  ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
@@ -46,7 +46,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                   "tests/test_batch.py"]),
     "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_docqa.py"]),
     "doc_cache": (["snapkv_cli/doc_cache/*"], ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
-                                             "tests/test_pipeline.py"]),
+                                             "tests/test_session.py"]),
     "documents_prompting": (["snapkv_cli/answering/documents.py", "snapkv_cli/answering/prompting.py"],
                             ["tests/test_prompt_injection.py", "tests/test_hostile_documents.py",
                              "tests/test_docqa.py"]),
