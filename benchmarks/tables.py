@@ -176,19 +176,18 @@ def _speed(path: str) -> tuple[dict, dict]:
 
 
 def provenance(*paths: str) -> str:
-    """One line per JSON: the command's commit, machine, libraries, times and the load around it."""
-    lines = []
+    """Per JSON: the command that wrote it, its commit, when it ran, the machine and libraries, the load around it."""
+    rows = []
     for path in paths:
         source = _load(path)["provenance"]
-        git, machine = source["git"], source["machine"]
-        dirty = " (with uncommitted changes)" if git.get("dirty") else ""
-        lines.append(f"- `{path}`: `{source['command']}` at commit `{(git.get('commit') or 'unknown')[:10]}`{dirty}, "
-                     f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]} UTC; "
-                     f"{machine['cpus']} CPUs ({machine['cpu']}), torch {machine['torch']} "
-                     f"({machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}), "
-                     f"transformers {machine['transformers']}; load average "
-                     f"{source['load_average_before'][0]:.1f} before, {source['load_average_after'][0]:.1f} after.")
-    return "\n".join(lines) + "\n"
+        machine = source["machine"]
+        rows.append([f"`{path}`", f"`{source['command']}`", _commit(source),
+                     f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]}",
+                     f"{machine['cpus']} ({machine['cpu']})", f"{machine['torch']} ({machine['torch_threads']})",
+                     machine["transformers"],
+                     f"{source['load_average_before'][0]:.1f} / {source['load_average_after'][0]:.1f}"])
+    return _table((["JSON", "command", "commit", "ran (UTC)", "CPUs", "torch (threads)", "transformers",
+                    "load average before / after"], rows))
 
 
 def defaults_table(folder: str, *budgets: str) -> str:
@@ -286,20 +285,12 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
 
 
 def niah_table(path: str) -> str:
-    """The Needle In A Haystack headline figure (drawn from the same JSON by ``benchmarks/niah_figure.py``) and the
-    exact answers per method, budget and length, recomputed from the outcomes."""
-    from snapkv_cli.bench.niah import best_other, outcomes_from_json
+    """The exact answers per method, budget and length, recomputed from the outcomes (the headline figure beside it
+    is drawn from the same JSON by ``benchmarks/niah_figure.py``)."""
+    from snapkv_cli.bench.niah import outcomes_from_json
     from snapkv_cli.bench.niah_render import niah_rows
 
-    outcomes = outcomes_from_json(_load(path))
-    folder = Path(path).parent.as_posix()
-    best = best_other(outcomes)
-    best_text = "" if best is None else (f"; the fourth panel is the best other method, {best.method} {best.budget} "
-                                         f"({best.exact}/{best.total} exact, partial {best.partial:.2f})")
-    lines = [f"![NIAH heatmaps]({folder}/niah_headline.png)", "",
-             f"Full cache, SnapKV 1024 and SnapKV 256{best_text}; every method's panel is in "
-             f"[niah_all.png]({folder}/niah_all.png). Exact answers over the depths of each length:", ""]
-    return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
+    return _table(niah_rows(outcomes_from_json(_load(path))))
 
 
 def niah_kept(path: str) -> str:
@@ -432,13 +423,7 @@ def long_cost_table(path: str) -> str:
 def methods_timing(path: str) -> str:
     """``benchmarks/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
     the runs."""
-    report = _load(path)
-    script, args, where = methods_timing_script, report["args"], report["provenance"]
-    load = where["load_average_before"], where["load_average_after"]
-    return (f"{report['prompt_tokens']:,}-token prompt, budget {args['budget']}, {args['new_tokens']} decoded tokens, "
-            f"{args['rounds']} rounds, {where['machine']['torch_threads']} thread (commit "
-            f"`{where['git']['commit'][:10]}`, load average {load[0][0]:.1f} before, {load[1][0]:.1f} after):\n\n"
-            + script.markdown(script.summarize(report["runs"])))
+    return methods_timing_script.markdown(methods_timing_script.summarize(_load(path)["runs"]))
 
 
 def selection_cost(path: str) -> str:
@@ -491,20 +476,17 @@ def _agreement_table(rows: list[dict], pairs, sides: bool = False) -> str:
                    + (["right only with snapkv-cli", "right only with the peer"] if sides else []), cells))
 
 
-def _versions(report: dict) -> str:
-    versions, ours = report["kvpress_environment"], report["snapkv_cli"]
-    return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
-            f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
-            f"own environment.")
-
-
 def peers_table(path: str) -> str:
-    """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
+    """snapkv-cli against kvpress and plain transformers on the same prompts, per system and budget, recomputed from
+    every answer."""
+    return peers_bench.markdown_summary(peers_bench.rows_of(_load(path)))
+
+
+def peers_agreement(path: str) -> str:
+    """snapkv-cli's configurations against their peers on the same prompts, answer by answer."""
     report = _load(path)
-    return (_versions(report) + "\n\n" + peers_bench.markdown_summary(peers_bench.rows_of(report))
-            + "\nThe same prompts, answer by answer:\n\n"
-            + _agreement_table(peers_bench.rows_of(report), [((mine, budget), (theirs, budget))
-                                                             for mine, theirs, budget, *_ in _peers_agreement(report)]))
+    return _agreement_table(peers_bench.rows_of(report), [((mine, budget), (theirs, budget))
+                                                          for mine, theirs, budget, *_ in _peers_agreement(report)])
 
 
 def _press_text(press: dict) -> str:
@@ -521,52 +503,36 @@ def _held(rows: list[dict], label: str, budget: int, prompts: list[str]) -> int:
     return len(correct & set(prompts))
 
 
-def peers_default_table(path: str) -> str:
-    """The CLI's default method beside kvpress's nearest press and the full cache, on the same prompts: the summary,
-    what the nearest press is, how many of the full cache's right answers each kept, and answer-by-answer
-    agreement, recomputed from every answer."""
-    report = _load(path)
-    rows = peers_bench.rows_of(report)
+def peers_default_held(path: str) -> str:
+    """How many of the full cache's right answers (exact NIAH cells, right accuracy samples) the CLI's default method
+    and kvpress's nearest press each kept, per budget."""
+    rows = peers_bench.rows_of(_load(path))
     budgets = sorted({row["budget"] for row in rows if row["budget"]})
-    nearest = next(row["press"] for row in rows if row["label"] == "kvpress-nearest")
-    default = next(row for row in rows if row["label"] == "snapkv-cli default")
-    settings = default["settings"]
     full_right = [row["prompt"] for row in rows if row["label"] == "snapkv-cli full" and row["correct"]]
     kinds = {row["prompt"]: row["kind"] for row in rows}
     full_niah = [p for p in full_right if kinds[p] == "niah"]
     full_accuracy = [p for p in full_right if kinds[p] == "accuracy"]
-    held = _table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
+    return _table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
                     f"of its {len(full_accuracy)} right accuracy samples"],
                    [[label, str(budget), str(_held(rows, label, budget, full_niah)),
                      str(_held(rows, label, budget, full_accuracy))]
                     for budget in budgets for label in ("snapkv-cli default", "kvpress-nearest")]))
+
+
+def peers_default_agreement(path: str) -> str:
+    """The CLI's default method against kvpress's nearest press and the full cache, answer by answer, with the
+    prompts only one side answered right."""
+    rows = peers_bench.rows_of(_load(path))
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
     pairs = [(("snapkv-cli default", budget), (theirs, budget if theirs != "snapkv-cli full" else None))
              for budget in budgets for theirs in ("kvpress-nearest", "snapkv-cli full")]
-    return (_versions(report) + f" snapkv-cli default: `{default['method']}` ({settings['method']}, window "
-            f"{settings['window_size']}, kernel {settings['kernel_size']}, {settings['pooling']}, "
-            f"{settings['pooling_window']} pooling window, {settings['head_budgets']} heads); kvpress-nearest: "
-            f"{_press_text(nearest)}, {nearest['nearest_to_note']}.\n\n"
-            + peers_bench.markdown_summary(rows) + "\nThe full cache's right answers each kept:\n\n" + held
-            + "\nThe same prompts, answer by answer:\n\n" + _agreement_table(rows, pairs, sides=True))
+    return _agreement_table(rows, pairs, sides=True)
 
 
 def llamacpp_table(path: str) -> str:
     """snapkv-cli next to llama.cpp on the same GGUF and prompt ids, recomputed from every run (fresh processes)."""
     report = _load(path)
-    runs = report["runs"]
-    theirs = next(run for run in runs if run["tool"] == "llama.cpp")
-    ours = [run for run in runs if run["tool"] == "snapkv-cli"]
-    settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in ours}, key=str)
-    said = "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings)
-    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
-    rounds = len({run["round"] for run in runs})
-    extensions = ", ".join(llamacpp_bench.vector_extensions(theirs["system_info"])) or "no AVX2"
-    return (f"snapkv-cli: `snapkv ask` with its defaults ({said}); llama.cpp: llama-cpp-python "
-            f"{theirs['llama_cpp_python']} built from source ({extensions}, flash attention on) on "
-            f"`{report['gguf']['file']}`, the file the built-in model is converted from. {rounds} rounds, fresh "
-            f"processes, median (min-max); "
-            f"load average during the runs {min(loads):.1f}-{max(loads):.1f}.\n\n"
-            + llamacpp_bench.markdown(llamacpp_bench.summarize(runs), report["args"]["model"]))
+    return llamacpp_bench.markdown(llamacpp_bench.summarize(report["runs"]), report["args"]["model"])
 
 
 def dtype_retention(folder: str, *niah_reference: str) -> str:
@@ -693,7 +659,7 @@ def _check_default_label() -> None:
 
 def report_panel(path: str) -> str:
     """The report panel of a committed answer's JSON (``benchmarks.quickstart_report``), drawn by the CLI's own view
-    at 88 columns without colour, and where it ran."""
+    at 88 columns without colour."""
     from types import SimpleNamespace
 
     from rich.console import Console
@@ -708,9 +674,7 @@ def report_panel(path: str) -> str:
     stored = _load(path)
     console = Console(width=88, record=True, color_system=None, force_terminal=False, file=io.StringIO())
     render_report(namespace(stored["report"]), console)
-    machine = stored["provenance"]["machine"]
-    return (f"```\n{console.export_text().rstrip()}\n```\n\n(`{stored['run']}` on a {machine['cpus']}-core "
-            f"{machine['cpu']}, torch {machine['torch']}, commit `{stored['provenance']['git']['commit'][:10]}`.)\n")
+    return f"```\n{console.export_text().rstrip()}\n```\n"
 
 
 
@@ -749,11 +713,16 @@ def _interval(interval: tuple[float, float] | None) -> str:
     return "-" if interval is None else f"95% CI {100 * interval[0]:.0f}-{100 * interval[1]:.0f}%"
 
 
+def _commit(source: dict) -> str:
+    """The commit a JSON's provenance records (marked where the tree had uncommitted changes)."""
+    git = source["git"]
+    return f"`{(git.get('commit') or 'unknown')[:10]}`" + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
 def _commits(paths: tuple[str, ...]) -> str:
     """The commits the JSONs ran at, in the order of their runs (marked where the tree had uncommitted changes)."""
     runs = sorted((_load(path)["provenance"] for path in paths), key=lambda source: source["started"])
-    commits = list(dict.fromkeys(f"`{(source['git'].get('commit') or 'unknown')[:10]}`"
-                                 + (" (uncommitted changes)" if source["git"].get("dirty") else "") for source in runs))
+    commits = list(dict.fromkeys(_commit(source) for source in runs))
     if len(commits) <= 2:
         return ", ".join(commits)
     return f"{len(commits)} commits, {commits[0]} to {commits[-1]}"
@@ -867,15 +836,18 @@ def prefill_facts(path: str) -> dict[str, str]:
 def niah_facts(path: str) -> dict[str, str]:
     """A Needle In A Haystack run: its lengths and depths, and per compressed method and budget (the default method
     as ``default``) the full cache's exact cells it answered exactly, of those it compressed (``snapkv-1024-kept``)
-    with the interval (``-interval``)."""
-    from snapkv_cli.bench.niah import outcomes_from_json
+    with the interval (``-interval``); the best method besides the full cache and SnapKV (``best-other``)."""
+    from snapkv_cli.bench.niah import best_other, outcomes_from_json
     from snapkv_cli.bench.retention import wilson_interval
 
     outcomes = outcomes_from_json(_load(path))
     kept, full_exact = _niah_kept(outcomes)
     lengths = sorted({o.length for o in outcomes})
+    best = best_other(outcomes)
     facts = {"lengths": f"{lengths[0] // 1024}k-{lengths[-1] // 1024}k",
-             "depths": str(len({o.depth for o in outcomes})), "commit": _commits((path,))}
+             "depths": str(len({o.depth for o in outcomes})), "commit": _commits((path,)),
+             "best-other": "none" if best is None else
+             f"{best.method} {best.budget} ({best.exact}/{best.total} exact, partial {best.partial:.2f})"}
     for (method, budget), cells in kept.items():
         name = "default" if method == DEFAULT_METHOD else method
         facts[f"{name}-{budget}-kept"] = _kept_text(cells, full_exact, " / ")
@@ -893,14 +865,66 @@ def long_memory_facts(path: str) -> dict[str, str]:
 
 
 def peers_facts(path: str) -> dict[str, str]:
-    """snapkv-cli's SnapKV with average pooling against kvpress's ``SnapKVPress``: identical answers per budget
-    (``avgpool-256``), and kvpress's version."""
+    """The peers bench: both sides' libraries (``torch``, ``kvpress-torch`` ...); snapkv-cli's SnapKV with average
+    pooling against kvpress's ``SnapKVPress``, identical answers per budget (``avgpool-256``); where the run has
+    them, the CLI's default method's settings (``default``, ``default-settings``) and kvpress's nearest press
+    (``nearest``, ``nearest-note``)."""
     report = _load(path)
-    facts = {"kvpress": report["kvpress_environment"]["kvpress"], "commit": _commits((path,))}
-    for mine, _, budget, answers, _, prompts in _peers_agreement(report):
-        if mine == "snapkv-cli snapkv avgpool":
-            facts[f"avgpool-{budget}"] = f"{answers} / {prompts}"
+    theirs, ours = report["kvpress_environment"], report["snapkv_cli"]
+    facts = {"torch": ours["torch"], "transformers": ours["transformers"], "kvpress": theirs["kvpress"],
+             "kvpress-torch": theirs["torch"], "kvpress-transformers": theirs["transformers"],
+             "commit": _commits((path,))}
+    rows = peers_bench.rows_of(report)
+    if any(row["label"] == "snapkv-cli snapkv avgpool" for row in rows):
+        for mine, _, budget, answers, _, prompts in _peers_agreement(report):
+            if mine == "snapkv-cli snapkv avgpool":
+                facts[f"avgpool-{budget}"] = f"{answers} / {prompts}"
+    default = next((row for row in rows if row["label"] == "snapkv-cli default"), None)
+    if default is not None:
+        settings = default["settings"]
+        facts |= {"default": f"`{default['method']}`",
+                  "default-settings": f"{settings['method']}, window {settings['window_size']}, kernel "
+                                      f"{settings['kernel_size']}, {settings['pooling']}, {settings['pooling_window']} "
+                                      f"pooling window, {settings['head_budgets']} heads"}
+    nearest = next((row["press"] for row in rows if row["label"] == "kvpress-nearest"), None)
+    if nearest is not None:
+        facts |= {"nearest": _press_text(nearest), "nearest-note": nearest["nearest_to_note"]}
     return facts
+
+
+def llamacpp_facts(path: str) -> dict[str, str]:
+    """snapkv-cli beside llama.cpp: snapkv-cli's settings, llama-cpp-python's version and vector extensions, the
+    GGUF file, the rounds and the load average during the runs."""
+    report = _load(path)
+    runs = report["runs"]
+    theirs = next(run for run in runs if run["tool"] == "llama.cpp")
+    settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in runs if run["tool"] == "snapkv-cli"},
+                      key=str)
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+    return {"settings": "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings),
+            "llama-cpp-python": theirs["llama_cpp_python"],
+            "extensions": ", ".join(llamacpp_bench.vector_extensions(theirs["system_info"])) or "no AVX2",
+            "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
+            "load": f"{min(loads):.1f}-{max(loads):.1f}"}
+
+
+def methods_timing_facts(path: str) -> dict[str, str]:
+    """``benchmarks/methods_timing.py``: the prompt, budget, decoded tokens, rounds and threads, and where it ran."""
+    report = _load(path)
+    args, where = report["args"], report["provenance"]
+    return {"prompt-tokens": f"{report['prompt_tokens']:,}", "budget": str(args["budget"]),
+            "new-tokens": str(args["new_tokens"]), "rounds": str(args["rounds"]),
+            "threads": str(where["machine"]["torch_threads"]), "commit": _commit(where),
+            "load-before": f"{where['load_average_before'][0]:.1f}",
+            "load-after": f"{where['load_average_after'][0]:.1f}"}
+
+
+def quickstart_facts(path: str) -> dict[str, str]:
+    """The committed answer the README's panel shows: the command, the machine and the commit it ran at."""
+    stored = _load(path)
+    machine = stored["provenance"]["machine"]
+    return {"run": f"`{stored['run']}`", "cpus": str(machine["cpus"]), "cpu": machine["cpu"],
+            "torch": machine["torch"], "commit": _commit(stored["provenance"])}
 
 
 def multi_question_facts(path: str) -> dict[str, str]:
@@ -1040,6 +1064,9 @@ FACTS = {
     "selection-cost": selection_cost_facts,
     "long-document": long_document_facts,
     "decode-profile": decode_profile_facts,
+    "llamacpp": llamacpp_facts,
+    "methods-timing": methods_timing_facts,
+    "quickstart": quickstart_facts,
 }
 
 
@@ -1061,7 +1088,9 @@ GENERATORS = {
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,
-    "peers-default-table": peers_default_table,
+    "peers-agreement": peers_agreement,
+    "peers-default-held": peers_default_held,
+    "peers-default-agreement": peers_default_agreement,
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
