@@ -372,15 +372,6 @@ def _method_ran(report: dict) -> str:
             "SnapKV (`--method snapkv`)" if label == "snapkv" else f"`{label}`")
 
 
-def _unless_default(report: dict) -> str:
-    """A clause naming a benchmark's method where it is not the CLI's default ("" where it is)."""
-    from snapkv_cli.bench.grid import default_label
-
-    label = _report_label(report)
-    return "" if label == default_label() else \
-        f"; measured with {'SnapKV' if label == 'snapkv' else f'`{label}`'}, not the current default method"
-
-
 def batch_table(path: str) -> str:
     """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""
     report = _load(path)
@@ -597,10 +588,10 @@ def prefill_table(path: str) -> str:
     for variant, row in summary.items():
         if variant == "memory_target":
             continue
-        per_round = ", ".join(f"{100 * (ratio - 1):+.1f}%" for ratio in row["wall_vs_plain_per_round"])
+        per_round = ", ".join(_change(ratio) for ratio in row["wall_vs_plain_per_round"])
         rows.append([f"`{variant}`", f"`{methods[variant]}`" if methods[variant] else "-", f"{row['wall_s']:.2f}",
-                     f"{row['selection_s']:.2f}", f"{100 * (row['wall_vs_plain_median'] - 1):+.1f}%", per_round,
-                     f"{100 * (row['cpu_vs_plain_median'] - 1):+.1f}%", f"{row['sys_s']:.2f}",
+                     f"{row['selection_s']:.2f}", _change(row["wall_vs_plain_median"]), per_round,
+                     _change(row["cpu_vs_plain_median"]), f"{row['sys_s']:.2f}",
                      f"{row['minor_faults'] / 1e6:.2f}", f"{row['peak_rss_bytes'] / 2**20:.0f}",
                      f"{row['kv_bytes'] / 2**20:.1f}"])
     return _table((["variant", "method", "wall s", "of which selection s", "wall vs plain (median)",
@@ -649,7 +640,7 @@ DEFAULT_TEST_PAIRS = tuple(
 
 
 def _check_default_label() -> None:
-    """The rows that speak of "the default method" read its bench label: it must still be what the CLI runs."""
+    """The facts that speak of "the default method" read its bench label: it must still be what the CLI runs."""
     from snapkv_cli import defaults
     from snapkv_cli.bench.grid import parse_label
 
@@ -944,7 +935,7 @@ def multi_question_facts(path: str) -> dict[str, str]:
         "threads": str(report["threads"]), "max-new-tokens": str(report["max_new_tokens"]),
         "load-before": f"{report['load_average_before'][0]:.1f}",
         "load-after": f"{report['load_average_after'][0]:.1f}",
-        "method": _method_ran(report), "measured-with": _unless_default(report),
+        "method": _method_ran(report),
         "prompt-tokens": f"{report['prompt_tokens']:,}", "prefix-tokens": f"{report['prefix_tokens']:,}",
         "cache-entry": f"{report['doc_cache_bytes'] / 1e6:.0f} MB", "questions": str(len(times["cold"])),
         "separate": f"{separate:.0f} s", "multi": f"{wall['multi']:.0f} s",
@@ -969,11 +960,10 @@ def batch_facts(path: str) -> dict[str, str]:
     questions = report["documents"] * len(report["questions"])
     return {
         "questions-per-document": str(len(report["questions"])), "documents": str(report["documents"]),
-        "questions": str(questions), "method": _method_ran(report), "measured-with": _unless_default(report),
+        "questions": str(questions), "method": _method_ran(report),
         "loop": f"{wall['loop']:.0f} s", "batch": f"{wall['batch']:.0f} s", "ray": f"{wall['ray']:.0f} s",
         "batch-speedup": f"{wall['loop'] / wall['batch']:.1f}x", "ray-speedup": f"{wall['loop'] / wall['ray']:.1f}x",
         "same-batch": f"{same['batch']}/{questions}", "same-ray": f"{same['ray']}/{questions}",
-        "same-all": "all with the same" if same["batch"] == same["ray"] == questions else "with",
         "right-loop": str(correct["loop"]), "right-batch": str(correct["batch"]), "right-ray": str(correct["ray"]),
     }
 

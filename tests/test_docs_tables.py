@@ -1,4 +1,4 @@
-"""Every generated table and numeric sentence in docs/benchmarks.md and the README follows from the committed JSON."""
+"""Every generated table and every inline value (a number in a sentence) of the docs follows from the committed JSON."""
 
 from __future__ import annotations
 
