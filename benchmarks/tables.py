@@ -687,16 +687,20 @@ def _spread(spread: dict, percent: bool = False) -> str:
     return f"{spread['q1']:.2f}-{spread['q3']:.2f}x"
 
 
+def _median(spread: dict, percent: bool = False) -> str:
+    """The median of a paired ratio (``percent``: of an overhead, already a fraction)."""
+    return f"{100 * spread['median']:+.1f}%" if percent else _times(spread["median"])
+
+
 def _ratio(spread: dict, percent: bool = False) -> str:
     """A paired ratio's median with its interquartile range: ``2.22x (interquartile range 2.14-2.85x)``."""
-    median = f"{100 * spread['median']:+.1f}%" if percent else _times(spread["median"])
-    return f"{median} (interquartile range {_spread(spread, percent)})"
+    return f"{_median(spread, percent)} (interquartile range {_spread(spread, percent)})"
 
 
 def _ratio_facts(name: str, spread: dict, percent: bool = False) -> dict[str, str]:
     """A ratio's facts: the median with its range (``name``), the median alone and the range alone."""
-    median = f"{100 * spread['median']:+.1f}%" if percent else _times(spread["median"])
-    return {name: _ratio(spread, percent), f"{name}-median": median, f"{name}-range": _spread(spread, percent)}
+    return {name: _ratio(spread, percent), f"{name}-median": _median(spread, percent),
+            f"{name}-range": _spread(spread, percent)}
 
 
 def _interval(interval: tuple[float, float] | None) -> str:
@@ -720,17 +724,16 @@ def _commits(paths: tuple[str, ...]) -> str:
 
 
 def _retention_facts(prefix: str, counts) -> dict[str, str]:
-    """Kept / full-correct pairs (``prefix-kept``), the share with its interval (``prefix-retention``), the interval
-    alone (``prefix-interval``) and the answers gained and lost."""
+    """Kept / full-correct pairs (``prefix-kept``), the share with its interval (``prefix-retention``) and the interval
+    alone (``prefix-interval``)."""
     return {f"{prefix}-kept": f"{counts.kept} / {counts.full_correct} ({100 * counts.retention:.1f}%)",
             f"{prefix}-retention": f"{100 * counts.retention:.0f}% ({_interval(counts.retention_interval)})",
-            f"{prefix}-interval": _interval(counts.retention_interval),
-            f"{prefix}-gained-lost": f"gained {counts.gained}, lost {counts.lost}"}
+            f"{prefix}-interval": _interval(counts.retention_interval)}
 
 
 def accuracy_facts(*paths: str) -> dict[str, str]:
     """The full cache's accuracy at each length (``full-4k``: right / samples with the interval) and every budget's
-    retention (``snapkv-1024-4k-kept``, ``-retention``, ``-interval``, ``-gained-lost``); ``commits``."""
+    retention (``snapkv-1024-4k-kept``, ``-retention``, ``-interval``); ``commits``."""
     from snapkv_cli.bench.accuracy import outcomes_from_json, tally
 
     facts = {"commits": _commits(paths)}
@@ -775,7 +778,7 @@ def speed_facts(path: str, length: str, budget: str) -> dict[str, str]:
     rss, rss_plain = median(mine, "peak_rss_bytes"), median(theirs, "peak_rss_bytes")
     mib = 2**20
     facts = {
-        "method": _method_name(method), "length": f"{length_:,}", "rounds": str(snap["decode_vs_transformers"]["n"]),
+        "method": _method_name(method), "rounds": str(snap["decode_vs_transformers"]["n"]),
         "decode": f"{median(mine, 'decode_tokens_per_s'):.1f}",
         "decode-plain": f"{median(theirs, 'decode_tokens_per_s'):.1f}",
         "decode-full": f"{median((length_, 'full', None), 'decode_tokens_per_s'):.1f}",

@@ -100,6 +100,10 @@ def test_a_value_naming_a_fact_its_function_lacks_fails(tables):
         tables.render_value("batch.nonsense batch_bench.json", {})
 
 
+def test_a_value_whose_json_is_not_committed_shows_no_number(tables):
+    assert tables.render_value("batch.loop results/never_run.json", {}) == "*not run yet*"
+
+
 def test_every_value_and_block_names_a_function_that_exists(tables):
     """Every spec in the docs: a generator of ``GENERATORS``, or a facts function of ``FACTS`` with a fact."""
     for file in tables.FILES:
