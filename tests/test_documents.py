@@ -170,6 +170,7 @@ def test_a_format_declared_in_formats_is_read_by_its_ending_and_its_content(tmp_
     assert (loud.kind, loud.pages) == ("shout", (Page(1, "hello"), Page(2, "there")))
     assert load_document("-", stdin=io.StringIO("SHOUT: HI")).kind == "shout"
     assert load_document(write(tmp_path, "a.txt", "SHOUT: HI")).text == "SHOUT: HI"  # the ending decides first
+    user_error("give a PDF, .txt, .md, .html, .scroll or .shout file", write(tmp_path, "a.bin", bytes(range(256))))
 
 
 def test_a_document_reader_keeps_its_pages_unless_given_others_and_its_limit_in_mb(tmp_path):

@@ -14,7 +14,7 @@ imports torch.
 
 from .document import PAGE_SEPARATOR, Document, Page
 from .encoding import decode_document_bytes
-from .formats import DOCUMENT_SUFFIXES
+from .formats import DOCUMENT_SUFFIXES, named_formats
 from .html import html_to_text
 from .pages import parse_page_ranges, parse_page_spec
 from .reader import DocumentReader, load_document
@@ -34,6 +34,7 @@ __all__ = [
     "load_document",
     "max_document_bytes",
     "megabytes",
+    "named_formats",
     "parse_page_ranges",
     "parse_page_spec",
 ]

@@ -25,6 +25,7 @@ class BinaryFormat:
     suffixes: tuple[str, ...]  # the file name endings that say it (lower case)
     recognise: Callable[[bytes], bool]
     pages: Callable[[str, bytes, str | None], tuple[Page, ...]]
+    label: str | None = None  # how messages and help name it; None: its first ending
 
 
 @dataclass(frozen=True)
@@ -35,12 +36,13 @@ class TextFormat:
     suffixes: tuple[str, ...]  # the file name endings that say it (lower case)
     recognise: Callable[[str], bool] | None = None  # None: only its endings say it
     page_text: Callable[[str], str] | None = None
+    label: str | None = None  # how messages and help name it; None: its first ending
 
 
 PLAIN_TEXT = TextFormat("text", (".txt", ".text", ".log", ".rst"))
 
 FORMATS: tuple[BinaryFormat | TextFormat, ...] = (
-    BinaryFormat("pdf", (".pdf",), is_pdf, pdf_pages),
+    BinaryFormat("pdf", (".pdf",), is_pdf, pdf_pages, label="PDF"),
     PLAIN_TEXT,
     TextFormat("markdown", (".md", ".markdown")),
     TextFormat("html", (".html", ".htm"), looks_like_html, html_to_text),
@@ -50,7 +52,13 @@ FORMATS: tuple[BinaryFormat | TextFormat, ...] = (
 DOCUMENT_SUFFIXES = frozenset(suffix for known in FORMATS for suffix in known.suffixes)
 
 
-def format_named(suffix: str) -> BinaryFormat | TextFormat | None:
+def named_formats(last: str = " or ") -> str:
+    """The formats as messages name them, ``PDF, .txt, .md or .html`` (``last=", "``: as help lists them)."""
+    labels = [known.label or known.suffixes[0] for known in FORMATS]
+    return ", ".join(labels[:-1]) + last + labels[-1]
+
+
+def format_by_suffix(suffix: str) -> BinaryFormat | TextFormat | None:
     """The format a file name ending (lower case) says, if any."""
     return next((known for known in FORMATS if suffix in known.suffixes), None)
 

@@ -14,7 +14,7 @@ from snapkv_cli.errors import BinaryDocument, UserError
 
 from .document import Document
 from .encoding import decode_document_bytes, refuse_binary_text
-from .formats import BinaryFormat, binary_format_of, format_named, text_format_of
+from .formats import BinaryFormat, binary_format_of, format_by_suffix, named_formats, text_format_of
 from .source import display_path, max_document_bytes, megabytes, read_file, read_stdin
 from .text import text_pages
 
@@ -40,7 +40,7 @@ def load_document(
         source = display_path(path)
         data = read_file(path, source, limit)
         suffix = Path(source).suffix.lower()
-        known = format_named(suffix)
+        known = format_by_suffix(suffix)
     if isinstance(data, str):  # a text stream: decoded already
         text = data.lstrip("\ufeff")
         refuse_binary_text(source, text)
@@ -53,8 +53,7 @@ def load_document(
         except BinaryDocument:
             if suffix is not None and known is None:  # a file of a type we do not know, and not text either
                 raise UserError(
-                    f"unsupported file type '{suffix or '(no extension)'}': "
-                    "give a PDF, .txt, .md or .html file"
+                    f"unsupported file type '{suffix or '(no extension)'}': give a {named_formats()} file"
                 ) from None
             raise
     known = known or text_format_of(text)
