@@ -47,7 +47,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_docqa.py"]),
     "doc_cache": (["snapkv_cli/doc_cache/*"], ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
                                              "tests/test_session.py"]),
-    "documents_prompting": (["snapkv_cli/answering/documents.py", "snapkv_cli/answering/prompting.py"],
+    "documents_prompting": (["snapkv_cli/answering/documents/*", "snapkv_cli/answering/prompting.py"],
                             ["tests/test_prompt_injection.py", "tests/test_hostile_documents.py",
                              "tests/test_docqa.py"]),
     "batch": (["snapkv_cli/batch/*"], ["tests/test_batch.py", "tests/test_batch_ray.py"]),

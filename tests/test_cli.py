@@ -832,20 +832,21 @@ def test_a_library_runner_reads_documents_with_its_pages_and_size_limit(tmp_path
     """``Runner.read`` (the library's way in, as the guide shows it): the options' page selection and size limit."""
     import io
 
+    from snapkv_cli.answering.documents import DocumentReader
     from snapkv_cli.answering.runner import Runner, RunOptions
     from snapkv_cli.errors import DocumentTooLarge
 
     path = tmp_path / "paged.txt"
     path.write_text("first page\fsecond page\fthird page\ffourth page", encoding="utf-8")
-    text = Runner(RunOptions(pages="2-3")).read(str(path)).text
+    text = Runner(RunOptions(reader=DocumentReader(pages="2-3"))).read(str(path)).text
     assert "second page" in text and "third page" in text and "first" not in text and "fourth" not in text
-    piped = Runner(RunOptions(pages="2")).read("-", stdin=io.BytesIO(b"one\ftwo\fthree")).text
+    piped = Runner(RunOptions(reader=DocumentReader(pages="2"))).read("-", stdin=io.BytesIO(b"one\ftwo\fthree")).text
     assert "two" in piped and "one" not in piped and "three" not in piped
     assert "fourth page" in Runner(RunOptions()).read(str(path)).text  # no selection: every page
     big = tmp_path / "big.txt"
     big.write_text("word " * 400, encoding="utf-8")  # 2000 bytes, over 0.001 MB (1048 bytes)
     with pytest.raises(DocumentTooLarge) as info:
-        Runner(RunOptions(max_document_mb=0.001)).read(str(big))
+        Runner(RunOptions(reader=DocumentReader(max_document_mb=0.001))).read(str(big))
     assert (info.value.size_bytes, info.value.limit_bytes) == (2000, 1048)
 
 

@@ -26,8 +26,7 @@ from ..answering.documents import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
     Document,
-    load_document,
-    megabytes,
+    DocumentReader,
     parse_page_ranges,
 )
 from ..answering.prompting import TRUNCATIONS, Template, load_template
@@ -173,11 +172,11 @@ class RunChoices:
     values: dict
     settings: CompressionSettings
     template: Template
+    reader: DocumentReader
 
     def read(self, path: str, *, stdin=None) -> Document:
-        """The document at ``path`` (``-``: stdin) with the options' pages and size limit."""
-        return load_document(path, pages=self.values["pages"], stdin=stdin,
-                             max_bytes=megabytes(self.values["max_document_mb"]))
+        """The document at ``path`` (``-``: stdin), read by :attr:`reader` (the options' pages and size limit)."""
+        return self.reader.read(path, stdin=stdin)
 
     def build(self):
         """The :class:`~snapkv_cli.answering.runner.RunOptions`. The model's name is checked first, still without torch
@@ -194,7 +193,7 @@ class RunChoices:
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                           quantize=parse_quantize(values["quantize"]),
                           device_map=values["device_map"], settings=self.settings, generation=generation,
-                          pages=values["pages"], max_document_mb=values["max_document_mb"], template=self.template,
+                          reader=self.reader, template=self.template,
                           truncate=values["truncate"],
                           doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
 
@@ -229,10 +228,11 @@ def check_run_values(values: dict) -> RunChoices:
     settings = compression_settings(values)
     if values["pages"]:
         parse_page_ranges(values["pages"])
+    reader = DocumentReader(pages=values["pages"], max_document_mb=values["max_document_mb"])
     parse_device(values["device"])
     parse_dtype(values["dtype"])
     parse_quantize(values["quantize"])
-    return RunChoices(values, settings, template)
+    return RunChoices(values, settings, template, reader)
 
 
 @dataclass(frozen=True)
