@@ -50,13 +50,16 @@ class PrefixLayer(Generic[Part]):
 
     def named(self, index: int) -> dict[str, Part]:
         """Stored name -> part, for every part this layer (layer ``index``) has."""
-        parts = ((field.name, getattr(self, field.name)) for field in fields(self))
-        return {_name(index, part): value for part, value in parts if value is not None}
+        return {_name(index, part): value for part, value in self._parts().items() if value is not None}
 
     def to(self, device: torch.device | str | None) -> PrefixLayer:
         """This layer's tensors on ``device``."""
-        parts = {field.name: getattr(self, field.name) for field in fields(self)}
-        return PrefixLayer(**{part: None if value is None else value.to(device) for part, value in parts.items()})
+        moved = {part: None if value is None else value.to(device) for part, value in self._parts().items()}
+        return PrefixLayer(**moved)
+
+    def _parts(self) -> dict[str, Part | None]:
+        """Field name -> value (the values themselves: ``dataclasses.asdict`` would copy tensors)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
 
 
 @dataclass
