@@ -37,8 +37,8 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 # file, and a mutated package's test folder, are added by test_files()
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
-               ["tests/test_doc_cache.py", "tests/test_generation.py", "tests/test_multi_question.py",
-                "tests/test_session.py", "tests/test_stopping.py"]),
+               ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py", "tests/test_generation.py",
+                "tests/test_multi_question.py", "tests/test_session.py", "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation/*"], ["tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/answering/session.py"],
                  ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",

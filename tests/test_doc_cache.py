@@ -120,7 +120,9 @@ def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
     cache = disk.DocCache(tmp_path)
     stored, reason, size = cache.store(key, prefix, built)
     assert stored and reason is None and size > 0
-    loaded = disk.import_prefix(disk._read(cache.path_for(key))[0], model, 16, True)
+    lookup = cache.load(key, prefix, model)
+    assert lookup.status == "hit", lookup.reason
+    loaded = lookup.cache
     for method in ("snapkv", "h2o", "pyramidkv"):
         settings = CompressionSettings(method=method, window_size=12, max_capacity_prompt=40, kernel_size=5)
         options = GenerationOptions(max_new_tokens=6)

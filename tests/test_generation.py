@@ -538,11 +538,11 @@ def test_a_prefix_read_back_from_its_state_is_the_built_one_and_forks_without_co
     model = tiny_model("llama")
     prefix, question = prompt_ids(100, seed=12)[0].tolist(), prompt_ids(20, seed=13)[0].tolist()
     shared = build_prefix(model, prefix, window_size=8)
-    state = shared.prefix_state()
-    rebuilt = SnapKVCache.from_prefix_state(dict(state), model.config, 8)
+    state = shared.prefix_state().tensors()
+    rebuilt = SnapKVCache.from_prefix_state(shared.prefix_state(), model.config, 8)
     assert rebuilt.settings == shared.settings and rebuilt.accumulate_attention == shared.accumulate_attention
-    assert sorted(rebuilt.prefix_state()) == sorted(state)
-    assert all(torch.equal(rebuilt.prefix_state()[name], tensor) for name, tensor in state.items())
+    assert sorted(rebuilt.prefix_state().tensors()) == sorted(state)
+    assert all(torch.equal(rebuilt.prefix_state().tensors()[name], tensor) for name, tensor in state.items())
     fork = shared.fork()
     with torch.inference_mode():
         prefill(model, question, fork, start=100)

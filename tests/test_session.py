@@ -15,7 +15,7 @@ from transformers import PretrainedConfig
 
 import snapkv_cli.answering.session as pipeline
 from snapkv_cli.answering.documents import Document, Page
-from snapkv_cli.doc_cache import DocCache, export_prefix
+from snapkv_cli.doc_cache import DocCache
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.generation import GenerationOptions
@@ -116,7 +116,8 @@ def test_the_document_cache_reports_the_bytes_it_stored_or_refused(loaded, tmp_p
 
     refusing = session(loaded, doc_cache=DocCache(tmp_path / "tiny", max_bytes=1))
     refused = refusing.ask("What is the code?")
-    expected = sum(t.numel() * t.element_size() for t in export_prefix(refusing.prefix.cache, session_prefix).values())
+    state = refusing.prefix.cache.prefix_state().tensors().values()
+    expected = sum(t.numel() * t.element_size() for t in state) + 8 * len(session_prefix)  # and the int64 token ids
     assert refused.report.doc_cache.status == "not_stored" and refused.report.doc_cache.bytes == expected
     assert info.bytes == Path(info.path).stat().st_size  # what the entry takes on disk
 
