@@ -419,7 +419,7 @@ def _sample(annotation):
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
     if is_dataclass(annotation):
         hints = typing.get_type_hints(annotation)
-        return annotation(**{field_.name: _sample(hints[field_.name]) for field_ in fields(annotation)})
+        return annotation(**{field_.name: _sample(hints[field_.name]) for field_ in fields(annotation) if field_.init})
     if origin is list:
         return [_sample(arguments[0])]
     if arguments:  # X | None, X | Y

@@ -218,19 +218,23 @@ def test_a_reused_prefix_is_counted_and_a_prefilled_one_is_not():
 
 
 def test_the_stop_block_names_the_stop_string_that_ended_the_answer():
-    stop = hand_report(stopped_by="\n\nQ:", stop_strings=("\n\nQ:", "Question:"), stop_on_repeat=False).to_json()
+    stop = hand_report(stop_reason="stop_string", stop_string="\n\nQ:", stop_strings=("\n\nQ:", "Question:"),
+                       stop_on_repeat=False).to_json()
     assert stop["stop"] == {"strings": ["\n\nQ:", "Question:"], "stopped_by": "\n\nQ:", "reason": "stop_string",
                             "stop_string": "\n\nQ:", "stop_on_repeat": False, "repeated": None}
-    looped = hand_report(stopped_by="repetition", repeated="the the").to_json()["stop"]
+    looped = hand_report(stop_reason="repetition", repeated="the the").to_json()["stop"]
     assert looped == {"strings": [], "stopped_by": "repetition", "reason": "repetition", "stop_string": None,
                       "stop_on_repeat": True, "repeated": "the the"}
-    assert hand_report().to_json()["stop"]["reason"] == "eos"
+    ended = hand_report().to_json()["stop"]
+    assert (ended["stopped_by"], ended["reason"], ended["stop_string"]) == ("eos", "eos", None)
+    cut = hand_report(stop_reason="max_new_tokens").to_json()["stop"]
+    assert (cut["stopped_by"], cut["reason"], cut["stop_string"]) == ("max_new_tokens", "max_new_tokens", None)
 
 
 @pytest.mark.parametrize(("reason", "cut"), [("eos", False), ("stop_string", False), ("max_new_tokens", True),
                                              ("repetition", True)])
 def test_an_answer_is_cut_only_by_the_token_limit_or_a_loop(reason, cut):
-    assert StopInfo(strings=[], stopped_by=reason, reason=reason).cut is cut
+    assert StopInfo(strings=[], reason=reason).cut is cut
 
 
 def test_without_the_answer_the_json_drops_what_describes_it():
@@ -288,7 +292,7 @@ def test_the_compact_line_gives_the_cache_prefix_times_and_a_cut_as_counted_here
     assert compact_line(hand_report(prefix_source="memory"), "q3") == f"q3 {head} · prefix 16 tokens reused · {times}"
     assert compact_line(hand_report(prefix_source="disk"), "q3") == \
         f"q3 {head} · prefix 16 tokens loaded from the document cache in 0.33s · {times}"
-    assert compact_line(hand_report(prefix_source="prefill", stopped_by="max_new_tokens"), "q1") == \
+    assert compact_line(hand_report(prefix_source="prefill", stop_reason="max_new_tokens"), "q1") == \
         f"q1 {head} · prefix 16 tokens prefilled in 0.33s · {times} · cut: token limit"
     alone = dataclasses.replace(hand_report(prefix_source="prefill"),
                                 prefix=PrefixInfo(tokens=0, source="prefill", seconds=0.0))
@@ -399,7 +403,7 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
     from snapkv_cli.views.report_panel import stop_text
 
     def said(repeated):
-        return stop_text(StopInfo(strings=[], stopped_by="repetition", reason="repetition", repeated=repeated), 40)
+        return stop_text(StopInfo(strings=[], reason="repetition", repeated=repeated), 40)
 
     def expected(quoted):
         return (f"[yellow]cut after 40 tokens: a loop, the same 8 tokens 4 times ({quoted}); "
@@ -416,9 +420,9 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
 def test_an_answer_ended_by_a_stop_string_names_it_escaped_for_rich():
     from snapkv_cli.views.report_panel import stop_text
 
-    stop = StopInfo(strings=["\nQuestion:", "[x]"], stopped_by="[x]", reason="stop_string", stop_string="[x]")
+    stop = StopInfo(strings=["\nQuestion:", "[x]"], reason="stop_string", stop_string="[x]")
     assert stop_text(stop, 5) == "at the stop string '\\[x]' after 5 tokens (a base model's rule)"
-    assert stop_text(StopInfo(strings=[], stopped_by="eos"), 5) == "end of answer after 5 tokens"
+    assert stop_text(StopInfo(strings=[]), 5) == "end of answer after 5 tokens"
 
 
 def test_the_time_row_says_where_the_shared_document_prefix_came_from():

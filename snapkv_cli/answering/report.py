@@ -70,14 +70,18 @@ class StopInfo:
     ``eos`` (the model's end-of-sequence token), ``stop_string`` (before the first of ``strings``, a base model's rule;
     the one found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a loop, by
     ``LOOP_RULE`` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
-    ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it."""
+    ``stopped_by`` says both in one key of the schema, derived from them: the stop string that ended it, else the
+    reason."""
 
     strings: list[str]
-    stopped_by: str
+    stopped_by: str = field(init=False)
     reason: str = "eos"
     stop_string: str | None = None
     stop_on_repeat: bool = True
     repeated: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "stopped_by", self.stop_string if self.reason == "stop_string" else self.reason)
 
     @property
     def cut(self) -> bool:
@@ -192,7 +196,7 @@ class Report:
     reused_prefix_tokens: int
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
-    stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[], stopped_by="eos"))
+    stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[]))
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, *, answer: bool = True) -> dict:
@@ -292,7 +296,6 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
-        stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by, reason=result.stop_reason,
-                      stop_string=result.stopped_by if result.stop_reason == "stop_string" else None,
+        stop=StopInfo(strings=list(result.stop_strings), reason=result.stop_reason, stop_string=result.stop_string,
                       stop_on_repeat=result.stop_on_repeat, repeated=result.repeated),
     )
