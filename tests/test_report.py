@@ -7,14 +7,24 @@ positions each KV head kept, its sizes from the tensor shapes and dtype), so eac
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 import torch
 
 from snapkv_cli.answering import report as report_module
 from snapkv_cli.answering.prompting import Prompt
-from snapkv_cli.answering.report import DocCacheInfo, PrefixInfo, Report, StopInfo, build_report, peak_rss_bytes
+from snapkv_cli.answering.report import (
+    DocCacheInfo,
+    PrefixInfo,
+    Report,
+    SettingsInfo,
+    StopInfo,
+    build_report,
+    peak_rss_bytes,
+)
 from snapkv_cli.engine import CompressionSettings, SnapKVCache
 from snapkv_cli.engine.records import LayerRecord
 from snapkv_cli.generation import GenerationResult
@@ -103,13 +113,19 @@ def test_the_settings_are_those_applied_to_the_prompt_and_the_budget_as_given():
     documented = ["window_size", "max_capacity_prompt", "budget", "kernel_size", "pooling", "pooling_window",
                   "gqa_aggregation", "layer_budgets", "head_budgets", "whole_words"]
     assert list(data["settings"]) == documented
-    # the settings block's class has one field per reported setting and its as-given twin, and is frozen
-    info = report_module._settings_info()
-    assert [field.name for field in dataclasses.fields(info)] == documented
-    assert info.__name__ == "SettingsInfo" and info.__module__ == "snapkv_cli.answering.report"
-    block = info(**{key: 0 for key in documented})
+    # the settings block: one entry per reported setting and its as-given twin, read as attributes, and frozen; the
+    # declared types (the schema's) name the same keys in the same order
+    block = hand_report().settings
+    assert isinstance(block, SettingsInfo) and list(block.values) == documented
+    types = SettingsInfo.declared_types()
+    assert list(types) == documented and types["budget"] == types["max_capacity_prompt"] == int | float
+    assert (types["window_size"], types["layer_budgets"], types["whole_words"]) == (int, str | None, bool)
+    assert (block.window_size, block.max_capacity_prompt, block.budget, block.whole_words) == (4, 10, 0.5, False)
+    with pytest.raises(AttributeError, match="no setting 'sink_tokens'"):  # declared, but not reported
+        _ = block.sink_tokens
     with pytest.raises(dataclasses.FrozenInstanceError):
         block.budget = 1
+    assert copy.deepcopy(block) == block and pickle.loads(pickle.dumps(block)) == block
 
 
 def test_the_prompt_block_counts_its_parts_and_the_window():
