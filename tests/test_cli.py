@@ -79,7 +79,7 @@ def docs(tmp_path_factory) -> dict[str, str]:
         "truncated.pdf": pdf[: len(pdf) // 2],
         "damaged.pdf": b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n",
         "blob.bin": b"\x00\x01\x02binary",
-        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # a UTF-16 BOM would now be read as text
+        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # an ELF header, not a UTF-16 BOM (which is read as text)
     }
     paths = {}
     for name, data in files.items():

@@ -106,7 +106,7 @@ def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, doc
     on = runner.invoke(cli.app, args, env={"SNAPKV_CACHE_DOCS": "1"})
     assert json.loads(on.stdout)["doc_cache"]["status"] == "stored"
     off = runner.invoke(cli.app, [*args, "--no-cache-docs"], env={"SNAPKV_CACHE_DOCS": "1"})
-    # the same keys either way (issue 10: a caching flag never changes the JSON's keys); the cache is off
+    # the same keys either way (a caching flag never changes the JSON's keys); the cache is off
     assert json.loads(off.stdout)["doc_cache"]["status"] == "off"
     assert set(json.loads(off.stdout)) == set(json.loads(on.stdout))
 

@@ -437,7 +437,7 @@ def test_a_prompt_with_nothing_to_prefill_is_refused():
         generate_answer(model, DigitTokenizer(), prefix, settings, GenerationOptions(max_new_tokens=2), prefix=shared)
     with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
         build_prefix(model, [], window_size=8)
-    for chunk_size in (0, -3):  # a negative chunk used to prefill nothing and return None
+    for chunk_size in (0, -3):  # a negative chunk would otherwise prefill nothing (no chunk in the range)
         with pytest.raises(ValueError, match=f"^chunk_size must be a positive number of tokens.*got {chunk_size}$"):
             prefill(model, prefix, SnapKVCache(settings=settings, config=model.config), chunk_size=chunk_size)
 

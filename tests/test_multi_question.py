@@ -199,7 +199,7 @@ def test_jsonl_answers_match_separate_asks(notes, tiny_model_path):
     lines = jsonl(result.stdout)
     assert len(lines) == len(QUESTIONS)
     for index, (line, alone) in enumerate(zip(lines, separate)):
-        assert set(line) == set(alone)  # one question or several: the same keys (issue 10)
+        assert set(line) == set(alone)  # one question or several: the same keys
         assert {"question_index", "reused_prefix_tokens", "prefix", "doc_cache"} <= set(line)
         assert line["question"] == QUESTIONS[index] and line["question_index"] == index
         for key in ("answer", "prompt_tokens", "prompt", "generated_tokens", "cache", "layers", "settings"):
