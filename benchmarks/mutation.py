@@ -1,4 +1,4 @@
-"""Mutation testing of the modules whose tests must catch wrong code (issue 15), with mutmut, one module at a time.
+"""Mutation testing of the modules whose tests must catch wrong code, with mutmut, one module at a time.
 
     .venv/bin/python -m benchmarks.mutation --install     # once: mutmut (pinned) into this venv
     flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.mutation tasks engine pipeline generation

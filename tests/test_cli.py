@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pypdf
@@ -31,7 +32,7 @@ from snapkv_cli.generation.stopping import LOOP_RULE
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
 from tests.example_writer import make_examples
-from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards
+from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards, snapkv_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -79,7 +80,7 @@ def docs(tmp_path_factory) -> dict[str, str]:
         "truncated.pdf": pdf[: len(pdf) // 2],
         "damaged.pdf": b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n",
         "blob.bin": b"\x00\x01\x02binary",
-        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # a UTF-16 BOM would now be read as text
+        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # an ELF header, not a UTF-16 BOM (which is read as text)
     }
     paths = {}
     for name, data in files.items():
@@ -102,12 +103,7 @@ def ask_ok(*args: str, **kwargs):
     return result
 
 
-def ask_json(*args: str, **kwargs) -> dict:
-    """Run with --json --quiet: stdout is one JSON object and nothing else, stderr is empty."""
-    result = ask_ok(*args, "--json", "--quiet", **kwargs)
-    assert result.stderr == ""
-    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
-    return json.loads(result.stdout)
+ask_json = partial(snapkv_json, "ask")
 
 
 def squash(text: str) -> str:

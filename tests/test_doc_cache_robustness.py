@@ -28,11 +28,12 @@ from snapkv_cli.doc_cache import keys, tensor_file
 from snapkv_cli.doc_cache import secret as cache_secret
 from snapkv_cli.doc_cache import store as disk
 from snapkv_cli.generation import build_prefix
+from tests.helpers import snapkv_json
 from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
-TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal. The station's coastguard code is "
-        "K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
+NOTES = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal. The station's coastguard code is "
+         "K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
 QUESTION = "What is the coastguard code?"
 SMALL = ["--max-new-tokens", "4", "--budget", "64", "--window", "16"]
 WINDOW = 8
@@ -49,18 +50,9 @@ def isolated(monkeypatch, tmp_path):
     torch.set_num_threads(threads)
 
 
-@pytest.fixture
-def notes(tmp_path) -> str:
-    path = tmp_path / "notes.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return str(path)
-
-
 def ask(*args, env=None) -> dict:
-    result = runner.invoke(cli.app, ["ask", *args, "--cache-docs", "--json", "--quiet"], env=env)
-    assert result.exit_code == 0, (result.stderr, result.exception)
-    (line,) = result.stdout.splitlines()
-    return json.loads(line)
+    """``snapkv ask ... --cache-docs --json --quiet`` -> its JSON object (stderr may hold a notice)."""
+    return snapkv_json("ask", *args, "--cache-docs", env=env, stderr=None)
 
 
 def entry(index: int, length: int = 40, attention_sums: bool = False):
@@ -331,7 +323,7 @@ def test_a_full_disk_does_not_cost_the_run(notes, tiny_model_path, isolated, mon
     before = snapshot(isolated)
     monkeypatch.setattr("safetensors.torch.save_file", failing_save(SafetensorError("No space left on device")))
     other = Path(notes).with_name("other.txt")
-    other.write_text(TEXT.replace("K-4417", "K-9"), encoding="utf-8")
+    other.write_text(NOTES.replace("K-4417", "K-9"), encoding="utf-8")
     report = ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
     assert report["doc_cache"]["status"] == "not_stored" and "No space left" in report["doc_cache"]["reason"]
     assert report["prefix"]["source"] == "prefill" and report["generated_tokens"] > 0
@@ -381,7 +373,7 @@ def test_a_read_only_directory_with_a_corrupt_entry(notes, tiny_model_path, isol
 def test_a_document_name_that_is_not_utf8(tmp_path, tiny_model_path, isolated):
     raw = os.fsencode(str(tmp_path)) + b"/caf\xe9.txt"
     with open(raw, "wb") as file:
-        file.write(TEXT.encode())
+        file.write(NOTES.encode())
     name = os.fsdecode(raw)
     report = ask(name, QUESTION, "--model", tiny_model_path, *SMALL)
     assert report["doc_cache"]["status"] == "stored" and report["document"].endswith("caf\\xe9.txt")

@@ -31,13 +31,6 @@ H2O = CompressionSettings(method="h2o", window_size=8, max_capacity_prompt=48)
 FOUR = GenerationOptions(max_new_tokens=4)
 
 
-@pytest.fixture(scope="module")
-def loaded(tiny_model_path):
-    from snapkv_cli.models.loader import load_model
-
-    return load_model(tiny_model_path, device="cpu")
-
-
 @pytest.fixture
 def session(template):
     """A session factory: ``session(loaded, settings=SNAPKV, **options)``, four new tokens unless told."""

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import resource
 import sys
+import typing
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
 from ..engine import CompressionSettings, SnapKVCache
+from ..engine.settings import settings_declarations
 from ..generation import GenerationResult
 from .prompting import Prompt
 
@@ -28,24 +31,34 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def _settings_info() -> type:
-    """The settings block's class: one field per reported setting (and its ``given_as`` key), in declaration order
-    (:mod:`snapkv_cli.engine.settings`)."""
-    keys = []
-    for field_ in fields(CompressionSettings):
-        declared = field_.metadata.get("setting")
-        if declared is not None and declared.reported:
-            keys.append((field_.name, field_.type))
-            if declared.given_as is not None:
-                keys.append((declared.given_as, field_.type))
-    info = make_dataclass("SettingsInfo", keys, frozen=True)
-    info.__module__ = __name__
-    info.__doc__ = ("The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from "
-                    "``budget``, the method's own choice where a setting was left to it).")
-    return info
+@dataclass(frozen=True)
+class SettingsInfo:
+    """The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from ``budget``, the
+    method's own choice where a setting was left to it): ``values`` holds every reported setting, and its ``given_as``
+    key, in declaration order (:meth:`~snapkv_cli.engine.CompressionSettings.applied`), so a setting declared
+    ``reported`` needs nothing here. Each reads as an attribute too (``info.window_size``); ``values`` is the JSON
+    settings block."""
 
+    values: dict[str, Any]
 
-SettingsInfo = _settings_info()
+    @staticmethod
+    def declared_types() -> dict[str, Any]:
+        """The keys of ``values`` in their order, each with its setting's declared type (the JSON schema's)."""
+        hints = typing.get_type_hints(CompressionSettings)
+        types = {}
+        for name, declared in settings_declarations(CompressionSettings).items():
+            if declared.reported:
+                types[name] = hints[name]
+                if declared.given_as is not None:
+                    types[declared.given_as] = hints[name]
+        return types
+
+    def __getattr__(self, name: str) -> Any:
+        """A reported setting's value (Python asks here only for names that are not attributes of the class)."""
+        values = vars(self).get("values", {})  # none yet while a copy or an unpickled instance is being built
+        if name not in values:
+            raise AttributeError(f"{type(self).__name__!r} has no setting {name!r}")
+        return values[name]
 
 
 @dataclass(frozen=True)
@@ -70,14 +83,18 @@ class StopInfo:
     ``eos`` (the model's end-of-sequence token), ``stop_string`` (before the first of ``strings``, a base model's rule;
     the one found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a loop, by
     ``LOOP_RULE`` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
-    ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it."""
+    ``stopped_by`` says both in one key of the schema, derived from them: the stop string that ended it, else the
+    reason."""
 
     strings: list[str]
-    stopped_by: str
+    stopped_by: str = field(init=False)
     reason: str = "eos"
     stop_string: str | None = None
     stop_on_repeat: bool = True
     repeated: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "stopped_by", self.stop_string if self.reason == "stop_string" else self.reason)
 
     @property
     def cut(self) -> bool:
@@ -192,13 +209,14 @@ class Report:
     reused_prefix_tokens: int
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
-    stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[], stopped_by="eos"))
+    stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[]))
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, *, answer: bool = True) -> dict:
         """The JSON object; ``answer=False`` drops the answer, its token count and the decode timings."""
         data = {"schema_version": self.schema_version}  # first; updating it below keeps its place
         data.update(asdict(self))
+        data["settings"] = data["settings"]["values"]  # the block is the settings themselves
         if not answer:
             del data["answer"], data["generated_tokens"]
             for key in ("decode_s", "decode_tokens_per_s"):
@@ -272,7 +290,7 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         dtype_reason=dtype_reason,
         quantization=quantization,
         method=settings.method,
-        settings=SettingsInfo(**settings.applied(prompt.length)),
+        settings=SettingsInfo(settings.applied(prompt.length)),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,
                           truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,
@@ -292,7 +310,6 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
-        stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by, reason=result.stop_reason,
-                      stop_string=result.stopped_by if result.stop_reason == "stop_string" else None,
+        stop=StopInfo(strings=list(result.stop_strings), reason=result.stop_reason, stop_string=result.stop_string,
                       stop_on_repeat=result.stop_on_repeat, repeated=result.repeated),
     )
