@@ -80,7 +80,7 @@ def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, 
     """
     if not input_ids:  # a prompt no longer than its shared prefix, an empty prefix: no logits to return
         raise ValueError("nothing to prefill: the prompt needs at least one token beyond its shared prefix")
-    if chunk_size is not None and chunk_size < 1:  # a negative one used to prefill nothing and return None
+    if chunk_size is not None and chunk_size < 1:  # a negative one would prefill nothing (no chunk in the range)
         raise ValueError(f"chunk_size must be a positive number of tokens (or None: one pass), got {chunk_size}")
     device = model.device
     chunk_size = chunk_size or len(input_ids)
