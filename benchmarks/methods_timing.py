@@ -1,4 +1,4 @@
-"""Prefill and decode time of each compression method next to SnapKV's, on one prompt, in one process (issue 17).
+"""Prefill and decode time of each compression method next to SnapKV's, on one prompt, in one process.
 
 Every method prefills the same ~8k-token prose prompt on the default model the way ``snapkv ask`` does (its prefill
 chunk) and decodes ``--new-tokens`` tokens, in rounds: each round runs every method once, in a rotated order, so that

@@ -1,4 +1,4 @@
-"""Mutation testing of the modules whose tests must catch wrong code (issue 15), with mutmut, one module at a time.
+"""Mutation testing of the modules whose tests must catch wrong code, with mutmut, one module at a time.
 
     .venv/bin/python -m benchmarks.mutation --install     # once: mutmut (pinned) into this venv
     flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.mutation tasks engine pipeline generation
@@ -37,8 +37,8 @@ BEGIN, END = "<!-- mutation-table:begin -->", "<!-- mutation-table:end -->"
 # file, and a mutated package's test folder, are added by test_files()
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "engine": (["snapkv_cli/engine/*"],
-               ["tests/test_doc_cache.py", "tests/test_generation.py", "tests/test_multi_question.py",
-                "tests/test_pipeline.py", "tests/test_stopping.py"]),
+               ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py", "tests/test_generation.py",
+                "tests/test_multi_question.py", "tests/test_session.py", "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation/*"], ["tests/test_multi_question.py"]),
     "pipeline": (["snapkv_cli/answering/session.py"],
                  ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
@@ -46,8 +46,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                   "tests/test_batch.py"]),
     "tasks": (["snapkv_cli/bench/tasks.py"], ["tests/test_bench.py", "tests/test_docqa.py"]),
     "doc_cache": (["snapkv_cli/doc_cache/*"], ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
-                                             "tests/test_pipeline.py"]),
-    "documents_prompting": (["snapkv_cli/answering/documents.py", "snapkv_cli/answering/prompting.py"],
+                                             "tests/test_session.py"]),
+    "documents_prompting": (["snapkv_cli/answering/documents/*", "snapkv_cli/answering/prompting.py"],
                             ["tests/test_prompt_injection.py", "tests/test_hostile_documents.py",
                              "tests/test_docqa.py"]),
     "batch": (["snapkv_cli/batch/*"], ["tests/test_batch.py", "tests/test_batch_ray.py"]),

@@ -1,4 +1,4 @@
-"""Prefill of ``snapkv ask`` against plain transformers, side by side in one run (issue 11).
+"""Prefill of ``snapkv ask`` against plain transformers, side by side in one run.
 
     flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.prefill_bench --length 8192 --budget 1024 --rounds 3 \
         --json docs/results/prefill.json
@@ -18,8 +18,8 @@ during the prefill (sampled every 2 ms) and the prompt KV bytes it keeps. Varian
 - ``snapkv``: the same with ``--method snapkv`` (SnapKV, for the claims of SnapKV's paper).
 - ``full``: the same with ``--method full`` (the project's full cache: the reference for the memory target).
 - ``hooks``: ablation: the prepared model (hooks installed) with a plain ``DynamicCache``: the hooks' cost.
-- ``default-mmap64k``: ablation: ``default`` under the allocator setting of before this fix (glibc's mmap threshold
-  fixed at 64 KiB, every block above it a fresh mapping).
+- ``default-mmap64k``: ablation: ``default`` with glibc's mmap threshold fixed at 64 KiB (every block above it a
+  fresh mapping): the setting ``snapkv_cli.generation.allocator`` must not make.
 
 Each run records the method it ran as a bench label (``method``; None for ``plain`` and ``hooks``).
 """
@@ -56,7 +56,7 @@ def child(variant: str, length: int, budget: int) -> dict:
 
         return_freed_memory_to_os()  # what the snapkv command does at start-up
     elif variant == "default-mmap64k":
-        ctypes.CDLL("libc.so.6").mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD: the setting before this fix
+        ctypes.CDLL("libc.so.6").mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD: the low threshold the allocator avoids
     import torch
     from transformers.cache_utils import DynamicCache
 

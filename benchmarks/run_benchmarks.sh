@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-runs the benchmarks behind docs/benchmarks.md and writes their raw JSON (and Markdown) into docs/results/.
-# Then `python -m benchmarks.tables --write` regenerates every table and numeric sentence of the docs from that JSON.
+# Then `python -m benchmarks.tables --write` regenerates every table and inline value of the docs from that JSON.
 #
 #   bash benchmarks/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
 #   bash benchmarks/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi

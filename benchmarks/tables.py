@@ -1,17 +1,27 @@
-"""Regenerate, or check, every benchmark table and numeric sentence in the docs from the committed raw JSON (and the
-README's table of methods from the method registry, docs/usage.md's commands, options and JSON schemas from the Typer
-app and the typed report: :mod:`benchmarks.usage_doc`).
+"""Regenerate, or check, every benchmark table and every number in the docs' sentences from the committed raw JSON
+(and the README's table of methods from the method registry, docs/usage.md's commands, options and JSON schemas from
+the Typer app and the typed report: :mod:`benchmarks.usage_doc`).
 
-Blocks in the Markdown files look like::
+Tables are blocks in the Markdown files::
 
     <!-- generated: speed-table results/speed.json -->
     ...whatever this script wrote...
     <!-- end generated -->
 
-The first word names a generator below, the rest its arguments (paths relative to ``docs/``). Each generator
-recomputes its numbers from the raw records of the JSON (accuracy ``outcomes``, speed ``samples``), never from the
-summaries stored beside them; ``--check`` also checks those stored summaries against the recomputation. A block
-whose JSON is not committed yet says so in words (:func:`not_run`), never with numbers from an older run.
+The first word names a generator of ``GENERATORS``, the rest its arguments (paths relative to ``docs/``).
+
+The sentences are written in the Markdown; a number in one is an inline value, on one line::
+
+    decode is <!-- value: speed.decode-vs-plain results/speed.json 8192 1024 -->2.22x (...)<!-- end --> that of ...
+
+``speed.decode-vs-plain`` names a facts function of ``FACTS`` (``speed``) and the fact it returns
+(``decode-vs-plain``); the rest are the function's arguments. ``--write`` rewrites the text between the markers,
+``--check`` fails where it differs, as for blocks.
+
+Each generator and facts function recomputes its numbers from the raw records of the JSON (accuracy ``outcomes``,
+speed ``samples``), never from the summaries stored beside them; ``--check`` also checks those stored summaries
+against the recomputation. A block or value whose JSON is not committed yet says so in words (:func:`not_run`),
+never with numbers from an older run.
 
     .venv/bin/python -m benchmarks.tables --write   # after a new run: rewrite the blocks
     .venv/bin/python -m benchmarks.tables --check   # exit 1 and list every block or summary that differs
@@ -40,6 +50,7 @@ FILES = (DOCS / "benchmarks.md", ROOT / "README.md", DOCS / "guide.md", DOCS / "
          *sorted((DOCS / "decisions").glob("*.md")))
 BLOCK = re.compile(r"^(?P<start>(?P<indent>[ \t]*)<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)"
                    r"^(?P<end>(?P=indent)<!-- end generated -->)", re.S | re.M)
+VALUE = re.compile(r"(?P<start><!-- value: (?P<spec>[^>]*?) -->)(?P<body>[^<\n]*)(?P<end><!-- end -->)")
 
 
 def _load(name: str) -> dict:
@@ -50,13 +61,6 @@ def _table(rows) -> str:
     from snapkv_cli.bench.render import markdown_table
 
     return markdown_table(*rows)
-
-
-def _ratio(spread: dict, percent: bool = False) -> str:
-    if percent:
-        return (f"{100 * spread['median']:+.1f}% (interquartile range {100 * spread['q1']:+.1f}% to "
-                f"{100 * spread['q3']:+.1f}%)")
-    return f"{spread['median']:.2f}x (interquartile range {spread['q1']:.2f}-{spread['q3']:.2f}x)"
 
 
 # -- generators: each returns the Markdown of one block -------------------------------------------------------------
@@ -86,36 +90,6 @@ def prompt_ranges(*paths: str) -> str:
     from snapkv_cli.bench.render import prompt_ranges as ranges
 
     return _table(ranges(_accuracy(paths)))
-
-
-def _retention_text(counts) -> str:
-    low, high = counts.retention_interval
-    return (f"{counts.kept}/{counts.full_correct} = {100 * counts.retention:.0f}% (95% CI {100 * low:.0f}-"
-            f"{100 * high:.0f}%; gained {counts.gained}, lost {counts.lost})")
-
-
-def accuracy_headline(*arguments: str) -> str:
-    """Sentences per length: the full cache's accuracy, then each budget's retention with its interval.
-
-    Arguments: the JSON paths, then ``budgets=128,1024`` (which budgets to state).
-    """
-    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
-
-    paths = [a for a in arguments if not a.startswith("budgets=")]
-    budgets = [int(b) for a in arguments if a.startswith("budgets=") for b in a.split("=", 1)[1].split(",")]
-    tallies = tally(outcomes_from_json(_accuracy(tuple(paths))), pool_tasks=True)
-    lines = []
-    for length in sorted({key[1] for key in tallies}):
-        full = tallies[("all", length, "full", None)]
-        low, high = full.accuracy_interval
-        parts = [f"the full cache answers {full.correct}/{full.samples} ({100 * full.accuracy:.0f}%, 95% CI "
-                 f"{100 * low:.0f}-{100 * high:.0f}%)"]
-        for budget in budgets:
-            counts = tallies.get(("all", length, "snapkv", budget))
-            if counts is not None and counts.retention is not None:
-                parts.append(f"SnapKV at {budget} keeps {_retention_text(counts)}")
-        lines.append(f"- {length:,}-token prompts: " + "; ".join(parts) + ".")
-    return "\n".join(lines) + "\n"
 
 
 def retention_pooled(*arguments: str) -> str:
@@ -170,60 +144,6 @@ def inspect_found(*paths: str) -> str:
     return _table((["run", "answer", "text", "KV heads keeping its tokens: all / some / none"], rows))
 
 
-def seed_comparison(speed_path: str, prefill_path: str, *accuracy_paths: str) -> str:
-    """The seed description's claims beside this project's measurements (retention per length, decode ratio,
-    prefill overhead in the speed bench's one process and in ``prefill_bench.py``'s fresh processes)."""
-    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
-    from snapkv_cli.bench.speed import compare
-
-    tallies = tally(outcomes_from_json(_accuracy(accuracy_paths)), pool_tasks=True)
-    lengths = sorted({key[1] for key in tallies})
-
-    def retained(length: int, budget: int) -> str | None:
-        counts = tallies.get(("all", length, "snapkv", budget))
-        if counts is None or counts.retention is None:
-            return None
-        low, high = counts.retention_interval
-        return f"{100 * counts.retention:.0f}% [{100 * low:.0f}-{100 * high:.0f}]"
-
-    def retention(budget: int) -> str:
-        parts = [f"{length // 1024}k: {retained(length, budget)}" for length in lengths if retained(length, budget)]
-        return ", ".join(parts) or "-"
-
-    eightfold = [f"{length // 1024}k at {length // 8}: {retained(length, length // 8)}" for length in lengths
-                 if retained(length, length // 8)]
-
-    speed = {(r["length"], r["method"], r["budget"]): r for r in compare(_load(speed_path)["samples"])}
-    method = _speed_method(speed_path)
-    longest = max(length for length, row_method, _ in speed if row_method == method)
-    decode = speed[(longest, method, 1024)]["decode_vs_transformers"]
-    decode_256 = speed[(longest, method, 256)]["decode_vs_transformers"]
-    own, own_256 = speed[(longest, method, 1024)]["decode_vs_full"], speed[(longest, method, 256)]["decode_vs_full"]
-    prefill = speed[(longest, method, 1024)]["prefill_overhead_vs_transformers"]
-    prefill_report = _load(prefill_path)
-    snapkv = prefill_bench.summarize(prefill_report["runs"])["snapkv"]
-    rounds = len(snapkv["wall_vs_plain_per_round"])
-    fresh = (f"{100 * (snapkv['wall_vs_plain_median'] - 1):+.1f}% wall, "
-             f"{100 * (snapkv['cpu_vs_plain_median'] - 1):+.1f}% CPU time (medians of {rounds} rounds at "
-             f"{prefill_report['args']['length']:,} tokens, budget {prefill_report['args']['budget']})")
-    rows = [
-        ["budget 4096: 99.8%, 1024: 98.9%, 256: 94.2% retention (LongBench, Llama-3-8B)",
-         f"1024: {retention(1024)}; 256: {retention(256)} (single needle, kept / full-correct, 95% CI)"],
-        ["up to 10x compression at 99.6% retention",
-         f"8x (budget = prompt length / 8): {', '.join(eightfold) or '-'}"],
-        ["1.5-2x decode throughput at 10x compression",
-         f"{decode['median']:.2f}x [{decode['q1']:.2f}-{decode['q3']:.2f}] plain transformers at {longest:,} tokens, "
-         f"budget 1024; {decode_256['median']:.2f}x at budget 256 ({_method_name(method)}); compression alone, "
-         f"against this project's uncompressed cache: {own['median']:.2f}x [{own['q1']:.2f}-{own['q3']:.2f}] and "
-         f"{own_256['median']:.2f}x"],
-        ["no prefill overhead", f"{100 * prefill['median']:+.1f}% [{100 * prefill['q1']:+.1f}, "
-                                f"{100 * prefill['q3']:+.1f}] against plain transformers at {longest:,} tokens, "
-                                f"budget 1024, in the speed bench's one process ({_method_name(method)}); SnapKV in "
-                                f"fresh processes: {fresh}"],
-    ]
-    return _table((["claim (seed)", "measured here (SmolLM2-135M, CPU; median [IQR] or value [95% CI])"], rows))
-
-
 def speed_table(path: str) -> str:
     from snapkv_cli.bench.render import speed_rows
 
@@ -255,59 +175,19 @@ def _speed(path: str) -> tuple[dict, dict]:
             {(r["length"], r["method"], r["budget"]): r for r in summarize(samples)})
 
 
-def speed_headline(path: str, length: str, budget: str) -> str:
-    """Sentences: decode ratios and prefill overhead of the compressing method at one length and budget, from one
-    run. The decode gain over plain transformers is this project's cache and compression together; the gain over
-    the project's own uncompressed cache is compression's alone."""
-    length_, budget_ = int(length), int(budget)
-    comparisons, summary = _speed(path)
-    method = _speed_method(path)
-    snap = comparisons[(length_, method, budget_)]
-    plain = comparisons[(length_, "transformers", None)]
-    full = summary[(length_, "full", None)]["decode_tokens_per_s"]["median"]
-    rate = summary[(length_, method, budget_)]["decode_tokens_per_s"]["median"]
-    plain_rate = summary[(length_, "transformers", None)]["decode_tokens_per_s"]["median"]
-    floor_rate = summary[(1, "weights-only", None)]["decode_tokens_per_s"]["median"]
-    kv = summary[(length_, method, budget_)]["kv_bytes"]
-    kv_plain = summary[(length_, "transformers", None)]["kv_bytes"]
-    rss = summary[(length_, method, budget_)]["peak_rss_bytes"]["median"]
-    rss_plain = summary[(length_, "transformers", None)]["peak_rss_bytes"]["median"]
-    repeats = snap["decode_vs_transformers"]["n"]
-    lines = [
-        f"- Decode at {length_:,} prompt tokens, {_method_name(method)} at budget {budget_:,}: {rate:.1f} tok/s "
-        f"against {plain_rate:.1f} for plain transformers, {full:.1f} for this project's cache without compression "
-        f"and {floor_rate:.1f} for the weights-only floor (medians of {repeats} rounds). Paired within rounds: "
-        f"**{_ratio(snap['decode_vs_transformers'])} plain transformers** (this project's cache and compression "
-        f"together), **{_ratio(snap['decode_vs_full'])} this project's own cache without compression** (compression "
-        f"alone), and {_ratio(snap['decode_vs_weights_only'])} the weights-only rate. Plain "
-        f"transformers itself decodes at "
-        f"{_ratio(plain['decode_vs_weights_only'])} the weights-only rate at this length, so no cache could be more "
-        f"than about {1 / plain['decode_vs_weights_only']['median']:.2f}x faster than it here.",
-        f"- Prefill at {length_:,} tokens, budget {budget_:,}: {_ratio(snap['prefill_overhead_vs_transformers'], True)}"
-        f" against plain transformers, {_ratio(snap['prefill_overhead_vs_full'], True)} against the project's own "
-        f"cache without compression.",
-        f"- KV cache: {kv / 2**20:.1f} MiB against {kv_plain / 2**20:.1f} MiB "
-        f"({kv_plain / kv:.1f}x smaller); peak RSS (medians) {rss / 2**20:.0f} MiB against {rss_plain / 2**20:.0f} "
-        f"MiB: {(rss_plain - rss) / 2**20:.0f} MiB lower for {(kv_plain - kv) / 2**20:.0f} MiB of KV saved "
-        f"({(rss_plain - rss) / (kv_plain - kv):.0%}).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def provenance(*paths: str) -> str:
-    """One line per JSON: the command's commit, machine, libraries, times and the load around it."""
-    lines = []
+    """Per JSON: the command that wrote it, its commit, when it ran, the machine and libraries, the load around it."""
+    rows = []
     for path in paths:
         source = _load(path)["provenance"]
-        git, machine = source["git"], source["machine"]
-        dirty = " (with uncommitted changes)" if git.get("dirty") else ""
-        lines.append(f"- `{path}`: `{source['command']}` at commit `{(git.get('commit') or 'unknown')[:10]}`{dirty}, "
-                     f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]} UTC; "
-                     f"{machine['cpus']} CPUs ({machine['cpu']}), torch {machine['torch']} "
-                     f"({machine['torch_threads']} thread{'s' if machine['torch_threads'] != 1 else ''}), "
-                     f"transformers {machine['transformers']}; load average "
-                     f"{source['load_average_before'][0]:.1f} before, {source['load_average_after'][0]:.1f} after.")
-    return "\n".join(lines) + "\n"
+        machine = source["machine"]
+        rows.append([f"`{path}`", f"`{source['command']}`", _commit(source),
+                     f"{source['started'][:16].replace('T', ' ')} to {source['finished'][11:16]}",
+                     f"{machine['cpus']} ({machine['cpu']})", f"{machine['torch']} ({machine['torch_threads']})",
+                     machine["transformers"],
+                     f"{source['load_average_before'][0]:.1f} / {source['load_average_after'][0]:.1f}"])
+    return _table((["JSON", "command", "commit", "ran (UTC)", "CPUs", "torch (threads)", "transformers",
+                    "load average before / after"], rows))
 
 
 def defaults_table(folder: str, *budgets: str) -> str:
@@ -328,57 +208,6 @@ def defaults_table(folder: str, *budgets: str) -> str:
         cells += [tallies[("all", length, "snapkv", int(budget))] for budget in budgets]
         rows.append([path.stem] + [f"{counts.correct}/{counts.samples}" for counts in cells])
     return _table((header, rows))
-
-
-def multi_question_speed(path: str) -> str:
-    """The README's sentence on several questions, from ``multi_question_bench.py``'s JSON (wall times)."""
-    report = _load(path)
-    wall, per_question = report["wall_s"], report["per_question_s"]
-    separate = sum(wall["separate_each"])
-    cached, cold = per_question["cached"], per_question["cold"]
-    return (f"- Speed (default model, CPU, {report['prompt_tokens']:,}-token prompt, {len(cold)} questions; "
-            f"[multi_question.md](multi_question.md)): {len(cold)} separate runs took {separate:.0f} s, "
-            f"one multi-question run {wall['multi']:.0f} s ({separate / wall['multi']:.1f}x), the same with the "
-            f"document cache loaded from disk {wall['cached_second_run']:.1f} s "
-            f"({separate / wall['cached_second_run']:.1f}x; each question {min(cached):.0f}-{max(cached):.0f} s "
-            f"instead of {min(cold):.0f}-{max(cold):.0f} s cold) on a 2-core CPU running other jobs"
-            f"{_unless_default(report)}.\n")
-
-
-def multi_question_facts(path: str) -> str:
-    """multi_question.md's sentences: provenance, prompt, prefix and the targets, from the script's JSON."""
-    report = _load(path)
-    git = report.get("git") or {}
-    commit = f"commit `{git['commit'][:10]}`" if git.get("commit") else "a commit the JSON does not record"
-    wall, times = report["wall_s"], report["per_question_s"]
-    separate = sum(wall["separate_each"])
-    ratios = [cold / cached for cold, cached in zip(times["cold"], times["cached"])]
-    load = report.get("load_average_before"), report.get("load_average_after")
-    lines = [
-        f"- Run at {commit} with {report['threads']} thread(s), at most {report['max_new_tokens']} new tokens; load "
-        f"average {load[0][0]:.1f} before and {load[1][0]:.1f} after.",
-        f"- Method: {_method_ran(report)}.",
-        f"- The prompt: {report['prompt_tokens']:,} tokens, of which {report['prefix_tokens']:,} are the "
-        f"question-independent prefix; the document cache entry is {report['doc_cache_bytes'] / 1e6:.0f} MB.",
-        f"- Targets: the multi-question run at least 3x faster than separate runs ({separate / wall['multi']:.1f}x); "
-        f"each cached question at least 5x faster than a cold one ({min(ratios):.0f}x to {max(ratios):.0f}x).",
-        f"- Prefilling the prefix took {times['multi_prefix_prefill_s']:.1f} s of the multi-question run; loading it "
-        f"from disk {times['cached_prefix_load_s']:.2f} s (read, SHA-256, shape and metadata checks); the first "
-        f"`--cache-docs` run (which stores it) took {wall['cached_first_run'] - wall['multi']:+.1f} s against the "
-        f"run without the cache.",
-        f"- Answers: {sum(report['correct'])} of {len(report['correct'])} contain the expected fact; all four ways "
-        f"gave the same answers (the script asserts it).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def multi_question_dtype_readme(path: str) -> str:
-    """The README's sentence on float16 on disk, from ``--dtype-check``."""
-    check = _load(path)["dtype_check"]
-    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
-    answers = len(check["answers_float32"])
-    return (f"    rounding a float32 prefix through float16 would halve the file but changed {total - same} of {total} "
-            f"per-head kept sets and {answers - check['same_answers']} of {answers} answers.\n")
 
 
 def multi_question_runs(path: str) -> str:
@@ -456,20 +285,12 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
 
 
 def niah_table(path: str) -> str:
-    """The Needle In A Haystack headline figure (drawn from the same JSON by ``benchmarks/niah_figure.py``) and the
-    exact answers per method, budget and length, recomputed from the outcomes."""
-    from snapkv_cli.bench.niah import best_other, outcomes_from_json
+    """The exact answers per method, budget and length, recomputed from the outcomes (the headline figure beside it
+    is drawn from the same JSON by ``benchmarks/niah_figure.py``)."""
+    from snapkv_cli.bench.niah import outcomes_from_json
     from snapkv_cli.bench.niah_render import niah_rows
 
-    outcomes = outcomes_from_json(_load(path))
-    folder = Path(path).parent.as_posix()
-    best = best_other(outcomes)
-    best_text = "" if best is None else (f"; the fourth panel is the best other method, {best.method} {best.budget} "
-                                         f"({best.exact}/{best.total} exact, partial {best.partial:.2f})")
-    lines = [f"![NIAH heatmaps]({folder}/niah_headline.png)", "",
-             f"Full cache, SnapKV 1024 and SnapKV 256{best_text}; every method's panel is in "
-             f"[niah_all.png]({folder}/niah_all.png). Exact answers over the depths of each length:", ""]
-    return "\n".join(lines) + "\n" + _table(niah_rows(outcomes))
+    return _table(niah_rows(outcomes_from_json(_load(path))))
 
 
 def niah_kept(path: str) -> str:
@@ -551,15 +372,6 @@ def _method_ran(report: dict) -> str:
             "SnapKV (`--method snapkv`)" if label == "snapkv" else f"`{label}`")
 
 
-def _unless_default(report: dict) -> str:
-    """A clause naming a benchmark's method where it is not the CLI's default ("" where it is)."""
-    from snapkv_cli.bench.grid import default_label
-
-    label = _report_label(report)
-    return "" if label == default_label() else \
-        f"; measured with {'SnapKV' if label == 'snapkv' else f'`{label}`'}, not the current default method"
-
-
 def batch_table(path: str) -> str:
     """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""
     report = _load(path)
@@ -574,13 +386,8 @@ def batch_table(path: str) -> str:
             speedup += f" ({wall['batch'] / wall['ray']:.2f}x over one process)"
         rows.append([label, f"{wall[name]:.1f} s", f"{wall[name] / questions:.2f} s", f"{answer[name]:.2f} s",
                      "1x" if name == "loop" else f"**{speedup}**"])
-    same = report["same_answers_as_loop"]
     return _table((["way", "wall time", f"per question (wall / {questions})", "a worker's time per answer",
-                    "speed-up"], rows)) + (
-        f"\nMethod: {_method_ran(report)}. "
-        f"Answers identical to the loop's: batch {same['batch']}/{questions}, ray {same['ray']}/{questions}; "
-        f"containing the expected fact: loop {report['correct']['loop']}, batch {report['correct']['batch']}, "
-        f"ray {report['correct']['ray']} of {questions}.\n")
+                    "speed-up"], rows))
 
 
 def long_memory_table(path: str) -> str:
@@ -604,56 +411,10 @@ def long_cost_table(path: str) -> str:
     return long_cost_bench.markdown(_load(path)["runs"])
 
 
-def long_document(path: str) -> str:
-    """``benchmarks/long_document_run.py``: one ``snapkv ask`` about a long PDF, its answer and what it cost."""
-    result = _load(path)
-    report, where = result["report"], result["provenance"]
-    timings, cache, prompt = report["timings"], report["cache"], report["prompt"]
-    sliding = sum(layer["sliding_window"] for layer in report["layers"])
-    found = result["fact"].rstrip(".").split()[-2:]  # "smoked juniper"
-    right = all(word.lower() in report["answer"].lower() for word in found)
-    return (f"`{result['ask_command']}` at commit `{where['git']['commit'][:10]}` ({where['started'][:16]} UTC; "
-            f"{where['machine']['cpus']} CPUs, torch {where['machine']['torch']}, load average "
-            f"{where['load_average_before'][0]} before, {where['load_average_after'][0]} after):\n\n"
-            f"- Method: {_method_ran(result)}, budget {report['settings']['budget']}.\n"
-            f"- Prompt: {report['prompt_tokens']:,} tokens ({prompt['document']:,} of them the document's "
-            f"{len(report['pages'])} PDF pages), template `{prompt['template_name']}` ({prompt['style']} style); "
-            f"the answer stopped at `{json.dumps(report['stop']['stopped_by'])}`.\n"
-            f"- Answer: \"{report['answer'].strip()}\" ({'right' if right else 'wrong'}: the planted fact is "
-            f"\"{result['fact']}\").\n"
-            f"- Load {timings['load_s']:.0f} s, prefill {timings['prefill_s']:.0f} s (selection "
-            f"{timings['selection_s']:.2f} s), decode {timings['decode_tokens_per_s']:.1f} tokens/s.\n"
-            f"- KV cache {cache['bytes_before'] / 1e6:.0f} MB before, {cache['bytes_after'] / 1e6:.1f} MB after "
-            f"({sliding} of {len(report['layers'])} layers sliding-window, which keep their window either way); peak "
-            f"RSS {report['memory']['peak_rss_bytes'] / 2**30:.2f} GiB.\n")
-
-
-def decode_profile(path: str) -> str:
-    """``benchmarks/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
-    result = _load(path)
-    run, where = result["report"], result["provenance"]
-    last_only = run["prefill_lm_head_rows"] == [1]
-    return (f"{run['model']} (vocabulary {run['vocab']:,}, hidden size {run['hidden']}), "
-            f"{run['prompt_tokens']:,}-token prompt, SnapKV 1024, {run['torch_threads']} thread (commit "
-            f"`{where['git']['commit'][:10]}`): a decode step took {run['step_ms']:.0f} ms "
-            f"({run['decode_tokens_per_s']:.1f} tokens/s), of which the output projection "
-            f"`lm_head` {run['lm_head_ms_in_step']:.0f} ms (**{100 * run['lm_head_share']:.0f}%**). The prefill "
-            + ("computed logits for the last position only (every prefill forward's `lm_head` saw one row). "
-               if last_only else f"computed logits for {run['prefill_lm_head_rows']} rows per forward. ")
-            + f"The projection alone took {run['lm_head_alone_float32_ms']:.0f} ms in float32 and "
-            f"{run['lm_head_alone_bfloat16_ms']:.0f} ms in bfloat16.\n")
-
-
 def methods_timing(path: str) -> str:
     """``benchmarks/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
     the runs."""
-    report = _load(path)
-    script, args, where = methods_timing_script, report["args"], report["provenance"]
-    load = where["load_average_before"], where["load_average_after"]
-    return (f"{report['prompt_tokens']:,}-token prompt, budget {args['budget']}, {args['new_tokens']} decoded tokens, "
-            f"{args['rounds']} rounds, {where['machine']['torch_threads']} thread (commit "
-            f"`{where['git']['commit'][:10]}`, load average {load[0][0]:.1f} before, {load[1][0]:.1f} after):\n\n"
-            + script.markdown(script.summarize(report["runs"])))
+    return methods_timing_script.markdown(methods_timing_script.summarize(_load(path)["runs"]))
 
 
 def selection_cost(path: str) -> str:
@@ -665,18 +426,6 @@ def selection_cost(path: str) -> str:
 def selection_cost_questions(path: str) -> str:
     """``benchmarks/selection_cost.py``: what each question on a shared document prefix costs, recomputed."""
     return selection_cost_script.questions_markdown(_load(path))
-
-
-def batch_readme(path: str) -> str:
-    """The README's sentence on ``snapkv batch``'s speed, from ``batch_bench.py``'s JSON."""
-    report = _load(path)
-    wall, same = report["wall_s"], report["same_answers_as_loop"]
-    questions = report["documents"] * len(report["questions"])
-    identical = "all with the same" if same["batch"] == same["ray"] == questions else "with"
-    return (f"a shell loop of `snapkv ask -Q x{len(report['questions'])}` per document took {wall['loop']:.0f} s, one "
-            f"`snapkv batch` {wall['batch']:.0f} s ({wall['loop'] / wall['batch']:.1f}x: one start-up and model load "
-            f"instead of {report['documents']}), `snapkv batch --ray --workers 2` {wall['ray']:.0f} s "
-            f"({wall['loop'] / wall['ray']:.1f}x), {identical} {questions} answers{_unless_default(report)}.\n")
 
 
 def _same(rows: list[dict], mine: tuple[str, int | None], theirs: tuple[str, int | None]) -> tuple[int, int, int]:
@@ -718,20 +467,17 @@ def _agreement_table(rows: list[dict], pairs, sides: bool = False) -> str:
                    + (["right only with snapkv-cli", "right only with the peer"] if sides else []), cells))
 
 
-def _versions(report: dict) -> str:
-    versions, ours = report["kvpress_environment"], report["snapkv_cli"]
-    return (f"snapkv-cli ran on torch {ours['torch']} with transformers {ours['transformers']}; kvpress "
-            f"{versions['kvpress']} on torch {versions['torch']} with transformers {versions['transformers']}, in its "
-            f"own environment.")
-
-
 def peers_table(path: str) -> str:
-    """snapkv-cli against kvpress and plain transformers on the same prompts, recomputed from every answer."""
+    """snapkv-cli against kvpress and plain transformers on the same prompts, per system and budget, recomputed from
+    every answer."""
+    return peers_bench.markdown_summary(peers_bench.rows_of(_load(path)))
+
+
+def peers_agreement(path: str) -> str:
+    """snapkv-cli's configurations against their peers on the same prompts, answer by answer."""
     report = _load(path)
-    return (_versions(report) + "\n\n" + peers_bench.markdown_summary(peers_bench.rows_of(report))
-            + "\nThe same prompts, answer by answer:\n\n"
-            + _agreement_table(peers_bench.rows_of(report), [((mine, budget), (theirs, budget))
-                                                             for mine, theirs, budget, *_ in _peers_agreement(report)]))
+    return _agreement_table(peers_bench.rows_of(report), [((mine, budget), (theirs, budget))
+                                                          for mine, theirs, budget, *_ in _peers_agreement(report)])
 
 
 def _press_text(press: dict) -> str:
@@ -748,52 +494,36 @@ def _held(rows: list[dict], label: str, budget: int, prompts: list[str]) -> int:
     return len(correct & set(prompts))
 
 
-def peers_default_table(path: str) -> str:
-    """The CLI's default method beside kvpress's nearest press and the full cache, on the same prompts: the summary,
-    what the nearest press is, how many of the full cache's right answers each kept, and answer-by-answer
-    agreement, recomputed from every answer."""
-    report = _load(path)
-    rows = peers_bench.rows_of(report)
+def peers_default_held(path: str) -> str:
+    """How many of the full cache's right answers (exact NIAH cells, right accuracy samples) the CLI's default method
+    and kvpress's nearest press each kept, per budget."""
+    rows = peers_bench.rows_of(_load(path))
     budgets = sorted({row["budget"] for row in rows if row["budget"]})
-    nearest = next(row["press"] for row in rows if row["label"] == "kvpress-nearest")
-    default = next(row for row in rows if row["label"] == "snapkv-cli default")
-    settings = default["settings"]
     full_right = [row["prompt"] for row in rows if row["label"] == "snapkv-cli full" and row["correct"]]
     kinds = {row["prompt"]: row["kind"] for row in rows}
     full_niah = [p for p in full_right if kinds[p] == "niah"]
     full_accuracy = [p for p in full_right if kinds[p] == "accuracy"]
-    held = _table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
+    return _table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
                     f"of its {len(full_accuracy)} right accuracy samples"],
                    [[label, str(budget), str(_held(rows, label, budget, full_niah)),
                      str(_held(rows, label, budget, full_accuracy))]
                     for budget in budgets for label in ("snapkv-cli default", "kvpress-nearest")]))
+
+
+def peers_default_agreement(path: str) -> str:
+    """The CLI's default method against kvpress's nearest press and the full cache, answer by answer, with the
+    prompts only one side answered right."""
+    rows = peers_bench.rows_of(_load(path))
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
     pairs = [(("snapkv-cli default", budget), (theirs, budget if theirs != "snapkv-cli full" else None))
              for budget in budgets for theirs in ("kvpress-nearest", "snapkv-cli full")]
-    return (_versions(report) + f" snapkv-cli default: `{default['method']}` ({settings['method']}, window "
-            f"{settings['window_size']}, kernel {settings['kernel_size']}, {settings['pooling']}, "
-            f"{settings['pooling_window']} pooling window, {settings['head_budgets']} heads); kvpress-nearest: "
-            f"{_press_text(nearest)}, {nearest['nearest_to_note']}.\n\n"
-            + peers_bench.markdown_summary(rows) + "\nThe full cache's right answers each kept:\n\n" + held
-            + "\nThe same prompts, answer by answer:\n\n" + _agreement_table(rows, pairs, sides=True))
+    return _agreement_table(rows, pairs, sides=True)
 
 
 def llamacpp_table(path: str) -> str:
     """snapkv-cli next to llama.cpp on the same GGUF and prompt ids, recomputed from every run (fresh processes)."""
     report = _load(path)
-    runs = report["runs"]
-    theirs = next(run for run in runs if run["tool"] == "llama.cpp")
-    ours = [run for run in runs if run["tool"] == "snapkv-cli"]
-    settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in ours}, key=str)
-    said = "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings)
-    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
-    rounds = len({run["round"] for run in runs})
-    extensions = ", ".join(llamacpp_bench.vector_extensions(theirs["system_info"])) or "no AVX2"
-    return (f"snapkv-cli: `snapkv ask` with its defaults ({said}); llama.cpp: llama-cpp-python "
-            f"{theirs['llama_cpp_python']} built from source ({extensions}, flash attention on) on "
-            f"`{report['gguf']['file']}`, the file the built-in model is converted from. {rounds} rounds, fresh "
-            f"processes, median (min-max); "
-            f"load average during the runs {min(loads):.1f}-{max(loads):.1f}.\n\n"
-            + llamacpp_bench.markdown(llamacpp_bench.summarize(runs), report["args"]["model"]))
+    return llamacpp_bench.markdown(llamacpp_bench.summarize(report["runs"]), report["args"]["model"])
 
 
 def dtype_retention(folder: str, *niah_reference: str) -> str:
@@ -802,12 +532,12 @@ def dtype_retention(folder: str, *niah_reference: str) -> str:
     rows = []
     for label, row in summary["accuracy"]["by_label"].items():
         niah = summary["niah"]["by_label"].get(label, {})
-        rows.append([label, f"{row['kept']} / {row['reference_correct']}", _percent_interval(row["retention_interval"]),
+        rows.append([label, f"{row['kept']} / {row['reference_correct']}", _interval(row["retention_interval"]),
                      f"+{row['gained']} -{row['lost']}", f"{row['same_answer']} / {row['pairs']}",
                      f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}"])
     total = summary["accuracy"]["pooled"]
     rows.append(["all", f"{total['kept']} / {total['reference_correct']} ({100 * total['retention']:.1f}%)",
-                 _percent_interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
+                 _interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
                  f"{summary['niah']['lost_cells']} lost"])
     return _table((["method", "float32's right answers kept in bfloat16", "interval", "gained / lost",
                     "identical answers", "exact needle cells kept"], rows))
@@ -829,35 +559,8 @@ def default_rule_table(folder: str) -> str:
                          ", ".join(f"{length // 1024}k {depth:.0f}%" for length, depth in row["niah_lost"]) or "none",
                          f"{cost['median']:.2f} ({cost['min']:.2f}-{cost['max']:.2f})"
                          if cost and str(budget) == "1024" else "-"])
-    return (_table((["candidate", "budget", "full cache's right answers kept", "of which docqa",
-                     "against the best (95% interval)", "needle cells lost", "prefill / SnapKV's (8k, 1024)"], rows))
-            + f"\nThe best at 1024: `{result['budgets'][1024]['best']}`. Outcome: `{result['default']}` "
-            f"({result['why']}); at 256 the best is `{result['small_budget_choice']}`.\n")
-
-
-def default_readme(folder: str, selection_path: str) -> str:
-    """The README's two sentences on the default method: what the rule's confirmation run found against SnapKV at
-    both budgets, and what its selection step costs beside SnapKV's (one thread, from the selection-cost run)."""
-    result = default_rule.decide(DOCS / folder)
-    chosen, full = result["default"], result["full_right_pairs"]
-    if chosen != DEFAULT_METHOD:
-        raise ValueError(f"the rule picked {chosen}, but the CLI's default is {DEFAULT_METHOD}")
-    kept = {budget: {label: row["kept"] for label, row in block["candidates"].items()}
-            for budget, block in result["budgets"].items()}
-    rows = _load(selection_path)["rows"]
-
-    def shares(method: str) -> str:
-        values = [row["share"]["median"] for row in rows if row["method"] == method and row["threads"] == 1]
-        return f"{100 * min(values):.1f}-{100 * max(values):.1f}%"
-
-    lengths = sorted({row["length"] for row in rows})
-    tie = "a tie by the rule" if result["budgets"][1024]["candidates"]["snapkv"]["against_best"]["tie"] else "a loss"
-    return (f"The default method is DefensiveKV with one budget for every KV head and a causal pooling window: on "
-            f"fresh test data, judged by a rule fixed before the run, it kept {kept[1024][chosen]} of the full cache's "
-            f"{full} right answers at the default budget of 1024 where SnapKV kept {kept[1024]['snapkv']} ({tie}), and "
-            f"{kept[256][chosen]} where SnapKV kept {kept[256]['snapkv']} at 256. What it costs: choosing the kept "
-            f"positions takes {shares(chosen)} of the prefill on one thread at {lengths[0] // 1024}k-"
-            f"{lengths[-1] // 1024}k tokens, against {shares('snapkv')} for SnapKV (`--method snapkv`).\n")
+    return _table((["candidate", "budget", "full cache's right answers kept", "of which docqa",
+                    "against the best (95% interval)", "needle cells lost", "prefill / SnapKV's (8k, 1024)"], rows))
 
 
 def decode_speed(path: str) -> str:
@@ -885,28 +588,15 @@ def prefill_table(path: str) -> str:
     for variant, row in summary.items():
         if variant == "memory_target":
             continue
-        per_round = ", ".join(f"{100 * (ratio - 1):+.1f}%" for ratio in row["wall_vs_plain_per_round"])
+        per_round = ", ".join(_change(ratio) for ratio in row["wall_vs_plain_per_round"])
         rows.append([f"`{variant}`", f"`{methods[variant]}`" if methods[variant] else "-", f"{row['wall_s']:.2f}",
-                     f"{row['selection_s']:.2f}", f"{100 * (row['wall_vs_plain_median'] - 1):+.1f}%", per_round,
-                     f"{100 * (row['cpu_vs_plain_median'] - 1):+.1f}%", f"{row['sys_s']:.2f}",
+                     f"{row['selection_s']:.2f}", _change(row["wall_vs_plain_median"]), per_round,
+                     _change(row["cpu_vs_plain_median"]), f"{row['sys_s']:.2f}",
                      f"{row['minor_faults'] / 1e6:.2f}", f"{row['peak_rss_bytes'] / 2**20:.0f}",
                      f"{row['kv_bytes'] / 2**20:.1f}"])
-    table = _table((["variant", "method", "wall s", "of which selection s", "wall vs plain (median)",
-                     "wall vs plain, each round", "CPU vs plain", "sys s", "minor faults (M)", "peak RSS MiB",
-                     "KV MiB"], rows))
-    default = prefill_bench.COMPRESSING
-    if default in summary:
-        row = summary[default]
-        table += (f"\n`{default}`'s selection took {row['selection_s']:.1f} s of its {row['wall_s']:.1f} s prefill "
-                  f"(medians, {100 * row['selection_s'] / row['wall_s']:.0f}%)"
-                  + (f"; `snapkv`'s {summary['snapkv']['selection_s']:.1f} s of {summary['snapkv']['wall_s']:.1f} s"
-                     if "snapkv" in summary else "") + ".\n")
-    target = summary.get("memory_target")
-    if not target:
-        return table
-    return table + (f"\nPeak RSS of `{prefill_bench.COMPRESSING}` is {target['peak_rss_below_full'] / 2**20:.0f} MiB "
-                    f"below `full` for {target['kv_bytes_saved'] / 2**20:.0f} MiB of KV saved "
-                    f"({target['share_of_saved']:.0%}; the target is at least 80%).\n")
+    return _table((["variant", "method", "wall s", "of which selection s", "wall vs plain (median)",
+                    "wall vs plain, each round", "CPU vs plain", "sys s", "minor faults (M)", "peak RSS MiB",
+                    "KV MiB"], rows))
 
 
 def weight_dtype_table(path: str) -> str:
@@ -928,13 +618,14 @@ def weight_dtype_table(path: str) -> str:
 
 def methods_table() -> str:
     """The README's table of methods, from the method registry (:mod:`snapkv_cli.engine.methods`)."""
-    from snapkv_cli.engine.methods import METHODS, with_defaults
+    from snapkv_cli.engine.methods import METHODS
+    from snapkv_cli.engine.settings import with_defaults
 
     return _table((["method", "paper", "what each layer and KV head keeps"],
                    [[f"`{method.name}`", method.paper, with_defaults(method.keeps)] for method in METHODS.values()]))
 
 
-# -- the page's summary: one row per headline claim ----------------------------------------------------------------
+# -- the default method's bench label and its test runs -----------------------------------------------------------
 
 DEFAULT_METHOD = "defensivekv+uniformheads+causalpool"  # the CLI's default method, as the bench labels it
 # Every test pair of the default at 4k-8k: each task's shard (every method and the full cache), the default's own
@@ -947,15 +638,10 @@ DEFAULT_TEST_PAIRS = tuple(
     + [f"results/beyond/4096_{task}_seed1.json" for task in ("single_needle", "multi_key")]
     + [f"results/beyond/8192_{task}.json" for task in ("single_needle", "multi_key", "multi_value",
                                                        "variable_tracking", "question_first")])
-RUN_BENCHMARKS = ROOT / "benchmarks" / "run_benchmarks.sh"
-
-
-def _percent_interval(interval: tuple[float, float] | None) -> str:
-    return "-" if interval is None else f"{100 * interval[0]:.0f}-{100 * interval[1]:.0f}% (95% CI)"
 
 
 def _check_default_label() -> None:
-    """The rows that speak of "the default method" read its bench label: it must still be what the CLI runs."""
+    """The facts that speak of "the default method" read its bench label: it must still be what the CLI runs."""
     from snapkv_cli import defaults
     from snapkv_cli.bench.grid import parse_label
 
@@ -963,138 +649,9 @@ def _check_default_label() -> None:
         f"{DEFAULT_METHOD} is no longer the CLI's default method: rerun its benchmarks or relabel these rows"
 
 
-def _glance_default_retention(budget: int) -> tuple:
-    counts = _pooled_retention(DEFAULT_TEST_PAIRS)[(DEFAULT_METHOD, budget)]
-    return (f"Default method at budget {budget}: the full cache's right answers it keeps (every task, 4k-8k-token "
-            f"test prompts)", f"{counts.kept} / {counts.full_correct} ({100 * counts.retention:.1f}%)",
-            _percent_interval(counts.retention_interval), ("beyond", "beyonddefault", "beyondseed1"),
-            DEFAULT_TEST_PAIRS)
-
-
-def _glance_snapkv_headline() -> tuple:
-    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
-
-    paths = ("results/accuracy_headline_4k.json", "results/accuracy_headline_8k.json")
-    budget = 1024
-    tallies = tally(outcomes_from_json(_accuracy(paths)), pool_tasks=True)
-    lengths = sorted({key[1] for key in tallies})
-    counts = {length: tallies[("all", length, "snapkv", budget)] for length in lengths}
-    return (f"SnapKV at budget {budget}: the full cache's right answers it keeps (single needle, "
-            + " and ".join(f"{length // 1024}k" for length in lengths) + " tokens)",
-            "; ".join(f"{length // 1024}k: {c.kept} / {c.full_correct}" for length, c in counts.items()),
-            "; ".join(f"{length // 1024}k: {_percent_interval(c.retention_interval)}" for length, c in counts.items()),
-            ("headline",), paths)
-
-
-def _glance_decode() -> tuple:
-    path, length, budget = "results/speed.json", 8192, 1024
-    comparisons, _ = _speed(path)
-    method = _speed_method(path)
-    ratio = comparisons[(length, method, budget)]["decode_vs_transformers"]
-    own = comparisons[(length, method, budget)].get("decode_vs_full")
-    own_text = f"; {own['median']:.2f}x this project's uncompressed cache" if own else ""
-    return (f"Decode speed, {_method_name(method)} at budget {budget}, prompts of {length:,} tokens, against plain "
-            f"transformers (the cache's own speed and compression together{', then compression alone' if own else ''})",
-            f"{ratio['median']:.2f}x{own_text}", f"{ratio['q1']:.2f}-{ratio['q3']:.2f}x (interquartile range, "
-            f"{ratio['n']} rounds)", ("speed",), (path,))
-
-
-def _glance_kv() -> tuple:
-    path, length, budget = "results/speed.json", 8192, 1024
-    _, summary = _speed(path)
-    method = _speed_method(path)
-    kv, kv_plain = summary[(length, method, budget)]["kv_bytes"], summary[(length, "transformers", None)]["kv_bytes"]
-    return (f"KV cache, {_method_name(method)} at budget {budget}, prompts of {length:,} tokens, against plain "
-            f"transformers",
-            f"{kv / 2**20:.1f} MiB against {kv_plain / 2**20:.1f} MiB ({kv_plain / kv:.1f}x smaller)", "-",
-            ("speed",), (path,))
-
-
-def _glance_prefill() -> tuple:
-    path = "results/prefill.json"
-    report = _load(path)
-    default = prefill_bench.summarize(report["runs"])[prefill_bench.COMPRESSING]
-    rounds = default["wall_vs_plain_per_round"]
-    ran = _method_ran({"method": next(run.get("method") for run in report["runs"]
-                                      if run["variant"] == prefill_bench.COMPRESSING)})
-    return (f"Prefill time of `snapkv ask` ({ran} at budget {report['args']['budget']}, "
-            f"{report['args']['length']:,} tokens, fresh processes) against plain transformers",
-            f"{100 * (default['wall_vs_plain_median'] - 1):+.1f}%",
-            f"{100 * (min(rounds) - 1):+.1f}% to {100 * (max(rounds) - 1):+.1f}% (each of {len(rounds)} rounds)",
-            ("prefill",), (path,))
-
-
-def _glance_niah(path: str, method: str, budgets: tuple[int, ...], step: str) -> tuple:
-    from snapkv_cli.bench.niah import outcomes_from_json
-    from snapkv_cli.bench.retention import wilson_interval
-
-    outcomes = outcomes_from_json(_load(path))
-    kept, full_exact = _niah_kept(outcomes)
-    lengths = sorted({o.length for o in outcomes})
-    name = _method_name(method)
-    return (f"Needle In A Haystack ({lengths[0] // 1024}k-{lengths[-1] // 1024}k tokens x "
-            f"{len({o.depth for o in outcomes})} depths): the full cache's exact cells {name} answers exactly, of "
-            f"those it compressed (a prompt no longer than the budget is kept whole)",
-            "; ".join(f"{budget}: {_kept_text(kept[(method, budget)], full_exact, ' / ')}" for budget in budgets),
-            "; ".join(f"{budget}: {_percent_interval(wilson_interval(*kept[(method, budget)]))}"
-                      for budget in budgets), (step,), (path,))
-
-
-def _glance_long_memory() -> tuple:
-    path = "results/long_memory.json"
-    report = _load(path)
-    longest = max(run["length"] for run in report["runs"])
-    run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])
-    return (f"Peak RSS of a {longest:,}-token prefill ({report['args']['model']}, SnapKV at budget 1024, prefill "
-            f"chunks of {run['chunk']:,})", f"{run['peak'] / 2**20:,.0f} MiB", "- (one run)", ("longmem",), (path,))
-
-
-def _glance_peers() -> tuple:
-    path = "results/peers/peers.json"
-    report = _load(path)
-    same = [row for row in _peers_agreement(report) if row[0] == "snapkv-cli snapkv avgpool"]
-    version = report["kvpress_environment"]["kvpress"]
-    return (f"SnapKV (`--method snapkv --pooling avgpool`, not the default method): identical answers to kvpress "
-            f"{version}'s `SnapKVPress` at the same settings (window, kernel, average pooling), NIAH and accuracy "
-            f"prompts", "; ".join(f"{budget}: {answers} / {prompts}"
-                                                              for _, _, budget, answers, _, prompts in same),
-            "-", ("peers",), (path,))
-
-
-def _commits(paths: tuple[str, ...]) -> str:
-    """The commits the JSONs ran at, in the order of their runs (marked where the tree had uncommitted changes)."""
-    runs = sorted((_load(path)["provenance"] for path in paths), key=lambda source: source["started"])
-    commits = list(dict.fromkeys(f"`{(source['git'].get('commit') or 'unknown')[:10]}`"
-                                 + (" (uncommitted changes)" if source["git"].get("dirty") else "") for source in runs))
-    if len(commits) <= 2:
-        return ", ".join(commits)
-    return f"{len(commits)} commits, {commits[0]} to {commits[-1]}"
-
-
-def _command(steps: tuple[str, ...]) -> str:
-    script = RUN_BENCHMARKS.read_text(encoding="utf-8")
-    for step in steps:
-        assert re.search(rf"^{step}\(\) \{{", script, re.M), f"run_benchmarks.sh has no step {step}"
-    return f"`bash benchmarks/run_benchmarks.sh {' '.join(steps)}`"
-
-
-def at_a_glance() -> str:
-    """The page's headline claims, one row each: what, the number, its interval, the command and the commit, every
-    number computed from the JSON by the same helpers as the sections' own blocks."""
-    _check_default_label()
-    rows = [_glance_default_retention(budget) for budget in (128, 256, 1024)]
-    rows += [_glance_snapkv_headline(), _glance_decode(), _glance_kv(), _glance_prefill(),
-             _glance_niah("results/niah/niah_causal.json", DEFAULT_METHOD, (128, 256, 1024), "niahbeyond"),
-             _glance_niah("results/niah/niah.json", "snapkv", (256, 1024), "niah"),
-             _glance_long_memory(), _glance_peers()]
-    return _table((["what", "number", "interval", "command", "commit"],
-                   [[what, number, interval, _command(steps), _commits(paths)]
-                    for what, number, interval, steps, paths in rows]))
-
-
 def report_panel(path: str) -> str:
     """The report panel of a committed answer's JSON (``benchmarks.quickstart_report``), drawn by the CLI's own view
-    at 88 columns without colour, and where it ran."""
+    at 88 columns without colour."""
     from types import SimpleNamespace
 
     from rich.console import Console
@@ -1109,19 +666,408 @@ def report_panel(path: str) -> str:
     stored = _load(path)
     console = Console(width=88, record=True, color_system=None, force_terminal=False, file=io.StringIO())
     render_report(namespace(stored["report"]), console)
+    return f"```\n{console.export_text().rstrip()}\n```\n"
+
+
+
+# -- facts: the numbers a sentence of the docs names inline, each function one JSON's (or one run's) facts by key --
+
+def _times(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def _change(value: float) -> str:
+    """A ratio as the percentage it adds or takes away (1.196 -> +19.6%)."""
+    return f"{100 * (value - 1):+.1f}%"
+
+
+def _spread(spread: dict, percent: bool = False) -> str:
+    """The interquartile range of a paired ratio (``percent``: of an overhead, already a fraction)."""
+    if percent:
+        return f"{100 * spread['q1']:+.1f}% to {100 * spread['q3']:+.1f}%"
+    return f"{spread['q1']:.2f}-{spread['q3']:.2f}x"
+
+
+def _median(spread: dict, percent: bool = False) -> str:
+    """The median of a paired ratio (``percent``: of an overhead, already a fraction)."""
+    return f"{100 * spread['median']:+.1f}%" if percent else _times(spread["median"])
+
+
+def _ratio(spread: dict, percent: bool = False) -> str:
+    """A paired ratio's median with its interquartile range: ``2.22x (interquartile range 2.14-2.85x)``."""
+    return f"{_median(spread, percent)} (interquartile range {_spread(spread, percent)})"
+
+
+def _ratio_facts(name: str, spread: dict, percent: bool = False) -> dict[str, str]:
+    """A ratio's facts: the median with its range (``name``), the median alone and the range alone."""
+    return {name: _ratio(spread, percent), f"{name}-median": _median(spread, percent),
+            f"{name}-range": _spread(spread, percent)}
+
+
+def _interval(interval: tuple[float, float] | None) -> str:
+    """A Wilson 95% interval of a share: ``95% CI 77-97%``."""
+    return "-" if interval is None else f"95% CI {100 * interval[0]:.0f}-{100 * interval[1]:.0f}%"
+
+
+def _commit(source: dict) -> str:
+    """The commit a JSON's provenance records (marked where the tree had uncommitted changes)."""
+    git = source["git"]
+    return f"`{(git.get('commit') or 'unknown')[:10]}`" + (" (uncommitted changes)" if git.get("dirty") else "")
+
+
+def _commits(paths: tuple[str, ...]) -> str:
+    """The commits the JSONs ran at, in the order of their runs (marked where the tree had uncommitted changes)."""
+    runs = sorted((_load(path)["provenance"] for path in paths), key=lambda source: source["started"])
+    commits = list(dict.fromkeys(_commit(source) for source in runs))
+    if len(commits) <= 2:
+        return ", ".join(commits)
+    return f"{len(commits)} commits, {commits[0]} to {commits[-1]}"
+
+
+def _retention_facts(prefix: str, counts) -> dict[str, str]:
+    """Kept / full-correct pairs (``prefix-kept``), the share with its interval (``prefix-retention``) and the interval
+    alone (``prefix-interval``)."""
+    return {f"{prefix}-kept": f"{counts.kept} / {counts.full_correct} ({100 * counts.retention:.1f}%)",
+            f"{prefix}-retention": f"{100 * counts.retention:.0f}% ({_interval(counts.retention_interval)})",
+            f"{prefix}-interval": _interval(counts.retention_interval)}
+
+
+def accuracy_facts(*paths: str) -> dict[str, str]:
+    """The full cache's accuracy at each length (``full-4k``: right / samples with the interval) and every budget's
+    retention (``snapkv-1024-4k-kept``, ``-retention``, ``-interval``); ``commits``."""
+    from snapkv_cli.bench.accuracy import outcomes_from_json, tally
+
+    facts = {"commits": _commits(paths)}
+    tallies = tally(outcomes_from_json(_accuracy(paths)), pool_tasks=True)
+    for (_, length, method, budget), counts in tallies.items():
+        if method == "full":
+            facts[f"full-{length // 1024}k"] = (f"{counts.correct}/{counts.samples} ({100 * counts.accuracy:.0f}%, "
+                                                 f"{_interval(counts.accuracy_interval)})")
+        elif counts.retention is not None:
+            facts |= _retention_facts(f"{method}-{budget}-{length // 1024}k", counts)
+    return facts
+
+
+def default_test_facts() -> dict[str, str]:
+    """The default method's retention pooled over every test pair at 4k-8k (:data:`DEFAULT_TEST_PAIRS`) per budget
+    (``128-kept``, ``128-interval`` ...) and the commits those runs ran at."""
+    _check_default_label()
+    facts = {"commits": _commits(DEFAULT_TEST_PAIRS)}
+    for (method, budget), counts in _pooled_retention(DEFAULT_TEST_PAIRS).items():
+        if method == DEFAULT_METHOD and counts.retention is not None:
+            facts |= _retention_facts(str(budget), counts)
+    return facts
+
+
+def speed_facts(path: str, length: str, budget: str) -> dict[str, str]:
+    """The speed bench at one length and budget: the compressing method's decode rate beside plain transformers',
+    this project's uncompressed cache's and the weights-only floor's (medians), the paired ratios (``decode-vs-plain``
+    is this project's cache and compression together, ``decode-vs-full`` compression alone), prefill overheads, the
+    same at budget 256 (``-256``), KV bytes and peak RSS."""
+    _check_default_label()
+    length_, budget_ = int(length), int(budget)
+    comparisons, summary = _speed(path)
+    method = _speed_method(path)
+    snap, plain = comparisons[(length_, method, budget_)], comparisons[(length_, "transformers", None)]
+    small = comparisons.get((length_, method, 256))
+
+    def median(key: tuple, field: str) -> float:
+        return summary[key][field]["median"] if isinstance(summary[key][field], dict) else summary[key][field]
+
+    mine, theirs = (length_, method, budget_), (length_, "transformers", None)
+    kv, kv_plain = summary[mine]["kv_bytes"], summary[theirs]["kv_bytes"]
+    rss, rss_plain = median(mine, "peak_rss_bytes"), median(theirs, "peak_rss_bytes")
+    mib = 2**20
+    facts = {
+        "method": _method_name(method), "rounds": str(snap["decode_vs_transformers"]["n"]),
+        "decode": f"{median(mine, 'decode_tokens_per_s'):.1f}",
+        "decode-plain": f"{median(theirs, 'decode_tokens_per_s'):.1f}",
+        "decode-full": f"{median((length_, 'full', None), 'decode_tokens_per_s'):.1f}",
+        "decode-floor": f"{median((1, 'weights-only', None), 'decode_tokens_per_s'):.1f}",
+        "ceiling": _times(1 / plain["decode_vs_weights_only"]["median"]),
+        "kv": f"{kv / mib:.1f} MiB", "kv-plain": f"{kv_plain / mib:.1f} MiB", "kv-smaller": f"{kv_plain / kv:.1f}x",
+        "rss": f"{rss / mib:.0f} MiB", "rss-plain": f"{rss_plain / mib:.0f} MiB",
+        "rss-lower": f"{(rss_plain - rss) / mib:.0f} MiB", "kv-saved": f"{(kv_plain - kv) / mib:.0f} MiB",
+        "rss-share": f"{(rss_plain - rss) / (kv_plain - kv):.0%}",
+        "commit": _commits((path,)),
+    }
+    facts |= _ratio_facts("decode-vs-plain", snap["decode_vs_transformers"])
+    facts |= _ratio_facts("decode-vs-full", snap["decode_vs_full"])
+    facts |= _ratio_facts("decode-vs-floor", snap["decode_vs_weights_only"])
+    facts |= _ratio_facts("plain-vs-floor", plain["decode_vs_weights_only"])
+    facts |= _ratio_facts("prefill-vs-plain", snap["prefill_overhead_vs_transformers"], percent=True)
+    facts |= _ratio_facts("prefill-vs-full", snap["prefill_overhead_vs_full"], percent=True)
+    if small is not None:
+        facts |= _ratio_facts("decode-vs-plain-256", small["decode_vs_transformers"])
+        facts |= _ratio_facts("decode-vs-full-256", small["decode_vs_full"])
+    return facts
+
+
+def prefill_facts(path: str) -> dict[str, str]:
+    """``benchmarks/prefill_bench.py`` in fresh processes: per variant (``default``, ``snapkv``) the median wall and
+    CPU time against plain transformers, each round's range, its selection's share; the memory target."""
+    report = _load(path)
+    summary = prefill_bench.summarize(report["runs"])
+    methods = {run["variant"]: run.get("method") for run in report["runs"]}
+    facts = {"length": f"{report['args']['length']:,}", "budget": str(report["args"]["budget"]),
+             "commit": _commits((path,))}
+    for variant, row in summary.items():
+        if variant == "memory_target":
+            facts |= {"rss-below-full": f"{row['peak_rss_below_full'] / 2**20:.0f} MiB",
+                      "kv-saved": f"{row['kv_bytes_saved'] / 2**20:.0f} MiB",
+                      "memory-share": f"{row['share_of_saved']:.0%}"}
+            continue
+        rounds = row["wall_vs_plain_per_round"]
+        facts |= {f"{variant}-method": _method_ran({"method": methods[variant]}),
+                  f"{variant}-wall": _change(row["wall_vs_plain_median"]),
+                  f"{variant}-cpu": _change(row["cpu_vs_plain_median"]),
+                  f"{variant}-rounds": f"{_change(min(rounds))} to {_change(max(rounds))}",
+                  f"{variant}-round-count": str(len(rounds)),
+                  f"{variant}-selection": f"{row['selection_s']:.1f} s", f"{variant}-prefill": f"{row['wall_s']:.1f} s",
+                  f"{variant}-selection-share": f"{100 * row['selection_s'] / row['wall_s']:.0f}%"}
+    return facts
+
+
+def niah_facts(path: str) -> dict[str, str]:
+    """A Needle In A Haystack run: its lengths and depths, and per compressed method and budget (the default method
+    as ``default``) the full cache's exact cells it answered exactly, of those it compressed (``snapkv-1024-kept``)
+    with the interval (``-interval``); the best method besides the full cache and SnapKV (``best-other``)."""
+    from snapkv_cli.bench.niah import best_other, outcomes_from_json
+    from snapkv_cli.bench.retention import wilson_interval
+
+    outcomes = outcomes_from_json(_load(path))
+    kept, full_exact = _niah_kept(outcomes)
+    lengths = sorted({o.length for o in outcomes})
+    best = best_other(outcomes)
+    facts = {"lengths": f"{lengths[0] // 1024}k-{lengths[-1] // 1024}k",
+             "depths": str(len({o.depth for o in outcomes})), "commit": _commits((path,)),
+             "best-other": "none" if best is None else
+             f"{best.method} {best.budget} ({best.exact}/{best.total} exact, partial {best.partial:.2f})"}
+    for (method, budget), cells in kept.items():
+        name = "default" if method == DEFAULT_METHOD else method
+        facts[f"{name}-{budget}-kept"] = _kept_text(cells, full_exact, " / ")
+        facts[f"{name}-{budget}-interval"] = _interval(wilson_interval(*cells)) if cells[1] else "-"
+    return facts
+
+
+def long_memory_facts(path: str) -> dict[str, str]:
+    """``benchmarks/long_memory_bench.py``: the longest prefill's lowest peak RSS and the chunks it ran in."""
+    report = _load(path)
+    longest = max(run["length"] for run in report["runs"])
+    run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])
+    return {"longest": f"{longest:,}", "model": report["args"]["model"], "chunk": f"{run['chunk']:,}",
+            "peak": f"{run['peak'] / 2**20:,.0f} MiB", "commit": _commits((path,))}
+
+
+def peers_facts(path: str) -> dict[str, str]:
+    """The peers bench: both sides' libraries (``torch``, ``kvpress-torch`` ...); snapkv-cli's SnapKV with average
+    pooling against kvpress's ``SnapKVPress``, identical answers per budget (``avgpool-256``); where the run has
+    them, the CLI's default method's settings (``default``, ``default-settings``) and kvpress's nearest press
+    (``nearest``, ``nearest-note``)."""
+    report = _load(path)
+    theirs, ours = report["kvpress_environment"], report["snapkv_cli"]
+    facts = {"torch": ours["torch"], "transformers": ours["transformers"], "kvpress": theirs["kvpress"],
+             "kvpress-torch": theirs["torch"], "kvpress-transformers": theirs["transformers"],
+             "commit": _commits((path,))}
+    rows = peers_bench.rows_of(report)
+    if any(row["label"] == "snapkv-cli snapkv avgpool" for row in rows):
+        for mine, _, budget, answers, _, prompts in _peers_agreement(report):
+            if mine == "snapkv-cli snapkv avgpool":
+                facts[f"avgpool-{budget}"] = f"{answers} / {prompts}"
+    default = next((row for row in rows if row["label"] == "snapkv-cli default"), None)
+    if default is not None:
+        settings = default["settings"]
+        facts |= {"default": f"`{default['method']}`",
+                  "default-settings": f"{settings['method']}, window {settings['window_size']}, kernel "
+                                      f"{settings['kernel_size']}, {settings['pooling']}, {settings['pooling_window']} "
+                                      f"pooling window, {settings['head_budgets']} heads"}
+    nearest = next((row["press"] for row in rows if row["label"] == "kvpress-nearest"), None)
+    if nearest is not None:
+        facts |= {"nearest": _press_text(nearest), "nearest-note": nearest["nearest_to_note"]}
+    return facts
+
+
+def llamacpp_facts(path: str) -> dict[str, str]:
+    """snapkv-cli beside llama.cpp: snapkv-cli's settings, llama-cpp-python's version and vector extensions, the
+    GGUF file, the rounds and the load average during the runs."""
+    report = _load(path)
+    runs = report["runs"]
+    theirs = next(run for run in runs if run["tool"] == "llama.cpp")
+    settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in runs if run["tool"] == "snapkv-cli"},
+                      key=str)
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+    return {"settings": "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings),
+            "llama-cpp-python": theirs["llama_cpp_python"],
+            "extensions": ", ".join(llamacpp_bench.vector_extensions(theirs["system_info"])) or "no AVX2",
+            "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
+            "load": f"{min(loads):.1f}-{max(loads):.1f}"}
+
+
+def methods_timing_facts(path: str) -> dict[str, str]:
+    """``benchmarks/methods_timing.py``: the prompt, budget, decoded tokens, rounds and threads, and where it ran."""
+    report = _load(path)
+    args, where = report["args"], report["provenance"]
+    return {"prompt-tokens": f"{report['prompt_tokens']:,}", "budget": str(args["budget"]),
+            "new-tokens": str(args["new_tokens"]), "rounds": str(args["rounds"]),
+            "threads": str(where["machine"]["torch_threads"]), "commit": _commit(where),
+            "load-before": f"{where['load_average_before'][0]:.1f}",
+            "load-after": f"{where['load_average_after'][0]:.1f}"}
+
+
+def quickstart_facts(path: str) -> dict[str, str]:
+    """The committed answer the README's panel shows: the command, the machine and the commit it ran at."""
+    stored = _load(path)
     machine = stored["provenance"]["machine"]
-    return (f"```\n{console.export_text().rstrip()}\n```\n\n(`{stored['run']}` on a {machine['cpus']}-core "
-            f"{machine['cpu']}, torch {machine['torch']}, commit `{stored['provenance']['git']['commit'][:10]}`.)\n")
+    return {"run": f"`{stored['run']}`", "cpus": str(machine["cpus"]), "cpu": machine["cpu"],
+            "torch": machine["torch"], "commit": _commit(stored["provenance"])}
+
+
+def multi_question_facts(path: str) -> dict[str, str]:
+    """``multi_question_bench.py``: the run (commit, threads, load), the prompt and its prefix, the wall times of
+    separate runs, one multi-question run and the document cache's two runs with their speed-ups, each question
+    cold and cached, the answers, and the float16 check (``dtype-...``)."""
+    report = _load(path)
+    git = report.get("git") or {}
+    wall, times = report["wall_s"], report["per_question_s"]
+    separate = sum(wall["separate_each"])
+    ratios = [cold / cached for cold, cached in zip(times["cold"], times["cached"])]
+    check = report["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    return {
+        "commit": f"`{git['commit'][:10]}`" if git.get("commit") else "a commit the JSON does not record",
+        "threads": str(report["threads"]), "max-new-tokens": str(report["max_new_tokens"]),
+        "load-before": f"{report['load_average_before'][0]:.1f}",
+        "load-after": f"{report['load_average_after'][0]:.1f}",
+        "method": _method_ran(report),
+        "prompt-tokens": f"{report['prompt_tokens']:,}", "prefix-tokens": f"{report['prefix_tokens']:,}",
+        "cache-entry": f"{report['doc_cache_bytes'] / 1e6:.0f} MB", "questions": str(len(times["cold"])),
+        "separate": f"{separate:.0f} s", "multi": f"{wall['multi']:.0f} s",
+        "multi-speedup": f"{separate / wall['multi']:.1f}x", "cached": f"{wall['cached_second_run']:.1f} s",
+        "cached-speedup": f"{separate / wall['cached_second_run']:.1f}x",
+        "cached-each": f"{min(times['cached']):.0f}-{max(times['cached']):.0f} s",
+        "cold-each": f"{min(times['cold']):.0f}-{max(times['cold']):.0f} s",
+        "cold-vs-cached": f"{min(ratios):.0f}x to {max(ratios):.0f}x",
+        "prefix-prefill": f"{times['multi_prefix_prefill_s']:.1f} s",
+        "prefix-load": f"{times['cached_prefix_load_s']:.2f} s",
+        "storing": f"{wall['cached_first_run'] - wall['multi']:+.1f} s",
+        "right": f"{sum(report['correct'])} of {len(report['correct'])}",
+        "dtype-kept-sets-changed": f"{total - same} of {total}",
+        "dtype-answers-changed": f"{answers - check['same_answers']} of {answers}",
+    }
+
+
+def batch_facts(path: str) -> dict[str, str]:
+    """``batch_bench.py``: the three ways' wall times and speed-ups, and how many answers agree with the loop's."""
+    report = _load(path)
+    wall, same, correct = report["wall_s"], report["same_answers_as_loop"], report["correct"]
+    questions = report["documents"] * len(report["questions"])
+    return {
+        "questions-per-document": str(len(report["questions"])), "documents": str(report["documents"]),
+        "questions": str(questions), "method": _method_ran(report),
+        "loop": f"{wall['loop']:.0f} s", "batch": f"{wall['batch']:.0f} s", "ray": f"{wall['ray']:.0f} s",
+        "batch-speedup": f"{wall['loop'] / wall['batch']:.1f}x", "ray-speedup": f"{wall['loop'] / wall['ray']:.1f}x",
+        "same-batch": f"{same['batch']}/{questions}", "same-ray": f"{same['ray']}/{questions}",
+        "right-loop": str(correct["loop"]), "right-batch": str(correct["batch"]), "right-ray": str(correct["ray"]),
+    }
+
+
+def default_rule_facts(folder: str) -> dict[str, str]:
+    """The default-method rule on its confirmation run: the full cache's right answers, each candidate's kept
+    (``kept-1024-snapkv``; the default method as ``default``), the verdict on SnapKV at 1024 and the rule's outcome."""
+    result = default_rule.decide(DOCS / folder)
+    if result["default"] != DEFAULT_METHOD:
+        raise ValueError(f"the rule picked {result['default']}, but the CLI's default is {DEFAULT_METHOD}")
+    snapkv = result["budgets"][1024]["candidates"]["snapkv"]["against_best"]
+    facts = {"full": str(result["full_right_pairs"]), "best-1024": f"`{result['budgets'][1024]['best']}`",
+             "outcome": f"`{result['default']}`", "why": result["why"],
+             "best-256": f"`{result['small_budget_choice']}`",
+             "snapkv-1024": "a tie by the rule" if snapkv["tie"] else "a loss"}
+    for budget, block in result["budgets"].items():
+        for label, row in block["candidates"].items():
+            facts[f"kept-{budget}-{'default' if label == DEFAULT_METHOD else label}"] = str(row["kept"])
+    return facts
+
+
+def selection_cost_facts(path: str) -> dict[str, str]:
+    """``benchmarks/selection_cost.py``: each method's selection as a share of its prefill on one thread, lowest to
+    highest over the lengths (``share-snapkv``; the default method as ``share-default``)."""
+    rows = _load(path)["rows"]
+    lengths = sorted({row["length"] for row in rows})
+    facts = {"lengths": f"{lengths[0] // 1024}k-{lengths[-1] // 1024}k"}
+    for method in {row["method"] for row in rows}:
+        values = [row["share"]["median"] for row in rows if row["method"] == method and row["threads"] == 1]
+        facts[f"share-{'default' if method == DEFAULT_METHOD else method}"] = (f"{100 * min(values):.1f}-"
+                                                                              f"{100 * max(values):.1f}%")
+    return facts
+
+
+def long_document_facts(path: str) -> dict[str, str]:
+    """``benchmarks/long_document_run.py``: one ``snapkv ask`` about a long PDF, where it ran, its prompt, answer
+    (and whether it holds the planted fact), times, cache and memory."""
+    result = _load(path)
+    report, where = result["report"], result["provenance"]
+    timings, cache, prompt = report["timings"], report["cache"], report["prompt"]
+    found = result["fact"].rstrip(".").split()[-2:]  # "smoked juniper"
+    return {
+        "command": f"`{result['ask_command']}`", "commit": f"`{where['git']['commit'][:10]}`",
+        "started": where["started"][:16], "cpus": str(where["machine"]["cpus"]), "torch": where["machine"]["torch"],
+        "load-before": str(where["load_average_before"][0]), "load-after": str(where["load_average_after"][0]),
+        "method": _method_ran(result), "budget": str(report["settings"]["budget"]),
+        "prompt-tokens": f"{report['prompt_tokens']:,}", "document-tokens": f"{prompt['document']:,}",
+        "pages": str(len(report["pages"])), "template": f"`{prompt['template_name']}`", "style": prompt["style"],
+        "stopped-by": f"`{json.dumps(report['stop']['stopped_by'])}`", "answer": report["answer"].strip(),
+        "verdict": "right" if all(word.lower() in report["answer"].lower() for word in found) else "wrong",
+        "fact": result["fact"], "load": f"{timings['load_s']:.0f} s", "prefill": f"{timings['prefill_s']:.0f} s",
+        "selection": f"{timings['selection_s']:.2f} s", "decode": f"{timings['decode_tokens_per_s']:.1f} tokens/s",
+        "kv-before": f"{cache['bytes_before'] / 1e6:.0f} MB", "kv-after": f"{cache['bytes_after'] / 1e6:.1f} MB",
+        "sliding": str(sum(layer["sliding_window"] for layer in report["layers"])),
+        "layers": str(len(report["layers"])),
+        "peak-rss": f"{report['memory']['peak_rss_bytes'] / 2**30:.2f} GiB",
+    }
+
+
+def decode_profile_facts(path: str) -> dict[str, str]:
+    """``benchmarks/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
+    result = _load(path)
+    run = result["report"]
+    return {
+        "model": run["model"], "vocab": f"{run['vocab']:,}", "hidden": str(run["hidden"]),
+        "prompt-tokens": f"{run['prompt_tokens']:,}", "threads": str(run["torch_threads"]),
+        "commit": f"`{result['provenance']['git']['commit'][:10]}`", "step": f"{run['step_ms']:.0f} ms",
+        "decode": f"{run['decode_tokens_per_s']:.1f} tokens/s", "lm-head": f"{run['lm_head_ms_in_step']:.0f} ms",
+        "lm-head-share": f"{100 * run['lm_head_share']:.0f}%",
+        "prefill-rows": "the last position only" if run["prefill_lm_head_rows"] == [1] else
+        f"{run['prefill_lm_head_rows']} rows",
+        "float32": f"{run['lm_head_alone_float32_ms']:.0f} ms",
+        "bfloat16": f"{run['lm_head_alone_bfloat16_ms']:.0f} ms",
+    }
+
+
+FACTS = {
+    "accuracy": accuracy_facts,
+    "default-test": default_test_facts,
+    "speed": speed_facts,
+    "prefill": prefill_facts,
+    "niah": niah_facts,
+    "long-memory": long_memory_facts,
+    "peers": peers_facts,
+    "multi-question": multi_question_facts,
+    "batch": batch_facts,
+    "default-rule": default_rule_facts,
+    "selection-cost": selection_cost_facts,
+    "long-document": long_document_facts,
+    "decode-profile": decode_profile_facts,
+    "llamacpp": llamacpp_facts,
+    "methods-timing": methods_timing_facts,
+    "quickstart": quickstart_facts,
+}
 
 
 GENERATORS = {
-    "at-a-glance": at_a_glance,
     "methods-table": methods_table,
     "report-panel": report_panel,
-    "multi-question-speed": multi_question_speed,
-    "multi-question-facts": multi_question_facts,
     "multi-question-runs": multi_question_runs,
-    "multi-question-dtype-readme": multi_question_dtype_readme,
     "multi-question-per-question": multi_question_per_question,
     "multi-question-dtype": multi_question_dtype,
     "chunked-prefill": chunked_prefill,
@@ -1130,30 +1076,25 @@ GENERATORS = {
     "prompt-ranges": prompt_ranges,
     "speed-table": speed_table,
     "speed-comparisons": speed_comparisons,
-    "speed-headline": speed_headline,
     "provenance": provenance,
-    "accuracy-headline": accuracy_headline,
-    "seed-comparison": seed_comparison,
     "retention-pooled": retention_pooled,
     "inspect-found": inspect_found,
     "defaults-table": defaults_table,
     "niah-table": niah_table,
     "peers-table": peers_table,
-    "peers-default-table": peers_default_table,
+    "peers-agreement": peers_agreement,
+    "peers-default-held": peers_default_held,
+    "peers-default-agreement": peers_default_agreement,
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
-    "default-readme": default_readme,
     "decode-speed": decode_speed,
     "batch-table": batch_table,
-    "batch-readme": batch_readme,
     "prefill-table": prefill_table,
     "long-memory-table": long_memory_table,
     "long-cost-table": long_cost_table,
-    "long-document": long_document,
     "niah-answers": niah_answers,
     "niah-kept": niah_kept,
-    "decode-profile": decode_profile,
     "methods-timing": methods_timing,
     "weight-dtype-table": weight_dtype_table,
     "selection-cost": selection_cost,
@@ -1167,8 +1108,13 @@ GENERATORS = {
 }
 
 
+def specs(text: str) -> list[str]:
+    """Every block's and every inline value's spec in a Markdown text."""
+    return [match["spec"] for pattern in (BLOCK, VALUE) for match in pattern.finditer(text)]
+
+
 # Generators that take several JSONs and can show the ones committed so far (the missing ones named below them).
-PARTIAL = {"accuracy-table", "accuracy-by-length", "prompt-ranges", "accuracy-headline", "provenance"}
+PARTIAL = {"accuracy-table", "accuracy-by-length", "prompt-ranges", "provenance"}
 
 
 def _is_data(argument: str) -> bool:
@@ -1203,6 +1149,21 @@ def render_block(spec: str) -> str:
     if name in PARTIAL and any(_is_data(argument) for argument in present):
         return GENERATORS[name](*present) + "\n" + not_run(missing, partial=True)
     return not_run(missing)
+
+
+def render_value(spec: str, computed: dict) -> str:
+    """An inline value's text from the committed JSON (``computed``: the facts already computed, by function and
+    arguments); where a JSON is missing, says so."""
+    name, *arguments = spec.split()
+    function, fact = name.split(".", 1)
+    if not all(_committed(argument) for argument in arguments if _is_data(argument)):
+        return "*not run yet*"
+    key = (function, *arguments)
+    if key not in computed:
+        computed[key] = FACTS[function](*arguments)
+    if fact not in computed[key]:
+        raise KeyError(f"{spec}: {function} has no fact {fact!r} (it has {', '.join(computed[key])})")
+    return computed[key][fact]
 
 
 # The schema versions a results JSON of each kind may have (2 for any kind not named): the peers bench's rows record
@@ -1248,18 +1209,20 @@ def stored_summaries_mismatches() -> list[str]:
 
 
 def process(write: bool) -> list[str]:
-    """Rewrite (``write``) or compare every generated block; returns the blocks that differed."""
+    """Rewrite (``write``) or compare every generated block and inline value; returns those that differed."""
     differing = []
+    computed: dict = {}
     for file in FILES:
         text = file.read_text(encoding="utf-8")
 
-        def replace(match: re.Match, name: str = str(file.relative_to(ROOT))) -> str:
-            expected = render_block(match["spec"])
+        def replace(match: re.Match, render, label: str, name: str = str(file.relative_to(ROOT))) -> str:
+            expected = render(match["spec"])
             if match["body"] != expected:
-                differing.append(f"{name}: {match['spec']}")
+                differing.append(f"{name}: {label}{match['spec']}")
             return match["start"] + expected + match["end"]
 
-        updated = BLOCK.sub(replace, text)
+        updated = BLOCK.sub(lambda match: replace(match, render_block, ""), text)
+        updated = VALUE.sub(lambda match: replace(match, lambda spec: render_value(spec, computed), "value "), updated)
         if write and updated != text:
             file.write_text(updated, encoding="utf-8")
     return differing

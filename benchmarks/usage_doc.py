@@ -402,24 +402,33 @@ def _type_name(annotation) -> str:
 
 
 def _annotations(cls, prefix: str = "") -> dict[str, typing.Any]:
-    """Every key path of a dataclass's JSON and its annotation, in field order (lists of dataclasses go inside)."""
+    """Every key path of a dataclass's JSON and its annotation, in field order (lists of dataclasses go inside; the
+    settings block's keys are the declared settings')."""
+    from snapkv_cli.answering.report import SettingsInfo
+
     paths = {}
     for field_ in fields(cls):
         annotation = typing.get_type_hints(cls)[field_.name]
         path = prefix + field_.name
         paths[path] = annotation
         inner = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else annotation
-        if is_dataclass(inner):
+        if inner is SettingsInfo:
+            paths.update({f"{path}.{key}": type_ for key, type_ in SettingsInfo.declared_types().items()})
+        elif is_dataclass(inner):
             paths.update(_annotations(inner, path + ("[]." if inner is not annotation else ".")))
     return paths
 
 
 def _sample(annotation):
     """A value of this type: one element in each list, so that every key of a list's objects shows."""
+    from snapkv_cli.answering.report import SettingsInfo
+
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is SettingsInfo:
+        return SettingsInfo({key: _sample(type_) for key, type_ in SettingsInfo.declared_types().items()})
     if is_dataclass(annotation):
         hints = typing.get_type_hints(annotation)
-        return annotation(**{field_.name: _sample(hints[field_.name]) for field_ in fields(annotation)})
+        return annotation(**{field_.name: _sample(hints[field_.name]) for field_ in fields(annotation) if field_.init})
     if origin in (list, tuple):
         return [_sample(arguments[0])]
     if arguments:  # X | None, X | Y

@@ -117,6 +117,23 @@ def short_context_model_path(tmp_path_factory):
     return str(save_tiny_model_dir(tmp_path_factory.mktemp("tiny-llama-512"), max_position_embeddings=512))
 
 
+@pytest.fixture
+def notes(request, tmp_path) -> str:
+    """The test module's ``NOTES`` text written to ``notes.txt`` in the test's own directory; returns its path."""
+    path = tmp_path / "notes.txt"
+    path.write_text(request.module.NOTES, encoding="utf-8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def loaded(tiny_model_path):
+    """The tiny model (``tiny_model_path``) loaded on the CPU, once per test module (in float32:
+    :func:`cpu_without_native_bf16`)."""
+    from snapkv_cli.models.loader import load_model
+
+    return load_model(tiny_model_path, device="cpu")
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     """The tiny byte-level tokenizer with a chat template (tests.tiny_models), shared by the prompt and task tests."""

@@ -1,8 +1,9 @@
-"""Helpers shared by the tests: a stand-in tokenizer, the check of a one-line ``Error:``, and a record of what
-each forward of a model received."""
+"""Helpers shared by the tests: a stand-in tokenizer, the check of a one-line ``Error:``, a command's ``--json``
+object, and a record of what each forward of a model received."""
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 
 # Environment variables that would change what a run does; cleared before every test (conftest.clean_env).
@@ -46,6 +47,23 @@ def assert_user_error(result, *fragments: str, code: int = 1) -> str:
     for fragment in fragments:
         assert fragment in result.stderr or fragment in squashed, (fragment, result.stderr)
     return result.stderr
+
+
+def snapkv_json(*args: str, input: str | bytes | None = None, env: dict | None = None,
+                stderr: str | None = "") -> dict:
+    """``snapkv ARGS --json --quiet`` through Typer's ``CliRunner``: it succeeds, stdout is one JSON object on one
+    line and nothing else, stderr is ``stderr`` (None: not checked, for a run that may print a notice); returns the
+    object."""
+    from typer.testing import CliRunner
+
+    from snapkv_cli import cli
+
+    result = CliRunner().invoke(cli.app, [*args, "--json", "--quiet"], input=input, env=env)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    if stderr is not None:
+        assert result.stderr == stderr
+    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1, result.stdout
+    return json.loads(result.stdout)
 
 
 class Forwards(list):

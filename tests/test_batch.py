@@ -633,6 +633,7 @@ def test_a_second_line_for_a_question_stops_the_batch_and_it_still_ends(tmp_path
 def test_a_document_is_read_with_the_job_s_pages_else_the_run_s(corpus):
     import io
 
+    from snapkv_cli.answering.documents import DocumentReader
     from snapkv_cli.answering.runner import RunOptions
     from snapkv_cli.batch.driver import Recorder, Task, read_document
     from snapkv_cli.batch.output import StreamOutput
@@ -644,7 +645,7 @@ def test_a_document_is_read_with_the_job_s_pages_else_the_run_s(corpus):
                                                        ("missing", corpus["report.pdf"] + ".missing", None)))
     out, presenter = StreamOutput(io.StringIO()), Events()
     recorder = Recorder(out, BatchSummary(), presenter, [own, default, missing])
-    options = RunOptions(pages="1-2")
+    options = RunOptions(reader=DocumentReader(pages="1-2"))
     assert [page.number for page in read_document(own, options, recorder).pages] == [3]
     assert [page.number for page in read_document(default, options, recorder).pages] == [1, 2]
     assert read_document(missing, options, recorder, describe=lambda error: f"described: {type(error).__name__}") \
@@ -654,7 +655,7 @@ def test_a_document_is_read_with_the_job_s_pages_else_the_run_s(corpus):
          "error": "described: UserError"} for index, question in enumerate(("Q0", "Q1"))]
     assert [event for event in presenter.events if event[0] == "progress"] == [
         ("progress", f"Reading {task.job.document}...") for task in (own, default, missing)]
-    too_big = read_document(default, RunOptions(max_document_mb=0.0001), recorder)
+    too_big = read_document(default, RunOptions(reader=DocumentReader(max_document_mb=0.0001)), recorder)
     assert too_big is None and "limit for documents" in jsonl(out.stream.getvalue())[-1]["error"]
 
 

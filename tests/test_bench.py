@@ -90,8 +90,8 @@ def test_tune_and_test_splits_share_no_code_or_haystack(tokenizer, template):
 
 
 def test_samples_are_drawn_independently_across_lengths_and_tasks(tokenizer, template):
-    """Sample i no longer reuses one seed everywhere: other codes at another length, a haystack that is not the
-    longer one's beginning, and question_first not built from single_needle's code and prose."""
+    """Each sample has its own seed (split, task, length and index): other codes at another length, a haystack that
+    is not the longer one's beginning, and question_first not built from single_needle's code and prose."""
     short = make_tasks(tokenizer, "single_needle", 800, 3, template)
     long = make_tasks(tokenizer, "single_needle", 1600, 3, template)
     first = make_tasks(tokenizer, "question_first", 800, 3, template)
@@ -419,8 +419,8 @@ def test_a_method_label_sets_the_allotment_its_suffix_names_on_its_policy():
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(TASKS))
 def test_default_model_prompts_fit_its_context_at_8k(kind):
-    """The issue's case: with the default model's tokenizer and chat template, "8192" prompts used to be 8,271-8,334
-    tokens. Now each stays within the 8,192-token context minus the answer's room, and close to it."""
+    """With the default model's tokenizer and chat template, each "8192" prompt stays within the 8,192-token context
+    minus the answer's room, and within 200 tokens of it."""
     from snapkv_cli.answering.session import context_length
     from snapkv_cli.models.loader import load_model
 

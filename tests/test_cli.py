@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import pypdf
@@ -31,7 +32,7 @@ from snapkv_cli.generation.stopping import LOOP_RULE
 from snapkv_cli.models import default_model as dm
 from snapkv_cli.models import wheels
 from tests.example_writer import make_examples
-from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards
+from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards, snapkv_json
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = ["--max-new-tokens", "4"]
@@ -79,7 +80,7 @@ def docs(tmp_path_factory) -> dict[str, str]:
         "truncated.pdf": pdf[: len(pdf) // 2],
         "damaged.pdf": b"%PDF-1.4\n" + b"(((( << obj >> endobj\n" * 20 + b"%%EOF\n",
         "blob.bin": b"\x00\x01\x02binary",
-        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # a UTF-16 BOM would now be read as text
+        "blob": b"\x7fELF\x02\x01\x01\x00\x00\x00",  # an ELF header, not a UTF-16 BOM (which is read as text)
     }
     paths = {}
     for name, data in files.items():
@@ -102,12 +103,7 @@ def ask_ok(*args: str, **kwargs):
     return result
 
 
-def ask_json(*args: str, **kwargs) -> dict:
-    """Run with --json --quiet: stdout is one JSON object and nothing else, stderr is empty."""
-    result = ask_ok(*args, "--json", "--quiet", **kwargs)
-    assert result.stderr == ""
-    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
-    return json.loads(result.stdout)
+ask_json = partial(snapkv_json, "ask")
 
 
 def squash(text: str) -> str:
@@ -832,20 +828,21 @@ def test_a_library_runner_reads_documents_with_its_pages_and_size_limit(tmp_path
     """``Runner.read`` (the library's way in, as the guide shows it): the options' page selection and size limit."""
     import io
 
+    from snapkv_cli.answering.documents import DocumentReader
     from snapkv_cli.answering.runner import Runner, RunOptions
     from snapkv_cli.errors import DocumentTooLarge
 
     path = tmp_path / "paged.txt"
     path.write_text("first page\fsecond page\fthird page\ffourth page", encoding="utf-8")
-    text = Runner(RunOptions(pages="2-3")).read(str(path)).text
+    text = Runner(RunOptions(reader=DocumentReader(pages="2-3"))).read(str(path)).text
     assert "second page" in text and "third page" in text and "first" not in text and "fourth" not in text
-    piped = Runner(RunOptions(pages="2")).read("-", stdin=io.BytesIO(b"one\ftwo\fthree")).text
+    piped = Runner(RunOptions(reader=DocumentReader(pages="2"))).read("-", stdin=io.BytesIO(b"one\ftwo\fthree")).text
     assert "two" in piped and "one" not in piped and "three" not in piped
     assert "fourth page" in Runner(RunOptions()).read(str(path)).text  # no selection: every page
     big = tmp_path / "big.txt"
     big.write_text("word " * 400, encoding="utf-8")  # 2000 bytes, over 0.001 MB (1048 bytes)
     with pytest.raises(DocumentTooLarge) as info:
-        Runner(RunOptions(max_document_mb=0.001)).read(str(big))
+        Runner(RunOptions(reader=DocumentReader(max_document_mb=0.001))).read(str(big))
     assert (info.value.size_bytes, info.value.limit_bytes) == (2000, 1048)
 
 

@@ -23,13 +23,13 @@ from snapkv_cli.doc_cache import store as disk
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import InvalidValue
 from snapkv_cli.generation import GenerationOptions, build_prefix, generate_answer
-from tests.helpers import DigitTokenizer, chunks, record_loaded_forwards
+from tests.helpers import DigitTokenizer, chunks, record_loaded_forwards, snapkv_json
 from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
-TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal and oiled the clockwork. "
-        "The relief boat Morven Lass arrived on Tuesday with coal, letters and bread. The station's coastguard code "
-        "is K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
+NOTES = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal and oiled the clockwork. "
+         "The relief boat Morven Lass arrived on Tuesday with coal, letters and bread. The station's coastguard code "
+         "is K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
 QUESTION = "What is the coastguard code?"
 SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
 
@@ -37,19 +37,9 @@ SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
 pytestmark = pytest.mark.usefixtures("doc_cache_dir", "one_thread")
 
 
-@pytest.fixture
-def notes(tmp_path) -> str:
-    path = tmp_path / "notes.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return str(path)
-
-
-def ask(*args, env=None, input=None) -> list[dict]:
-    """``snapkv ask ... --cache-docs --json --quiet`` -> the JSON lines."""
-    result = runner.invoke(cli.app, ["ask", *args, "--cache-docs", "--json", "--quiet"], env=env, input=input)
-    assert result.exit_code == 0, (result.stderr, result.exception)
-    assert result.stderr == ""
-    return [json.loads(line) for line in result.stdout.splitlines()]
+def ask(*args, env=None, input=None) -> dict:
+    """``snapkv ask ... --cache-docs --json --quiet`` -> its JSON object."""
+    return snapkv_json("ask", *args, "--cache-docs", env=env, input=input)
 
 
 def entries(directory) -> list:
@@ -62,8 +52,8 @@ def entries(directory) -> list:
 def test_second_run_loads_the_prefix_and_answers_the_same(notes, tiny_model_path, doc_cache_dir):
     plain = runner.invoke(cli.app, ["ask", notes, QUESTION, "--model", tiny_model_path, *SMALL, "--json", "--quiet"])
     fresh = json.loads(plain.stdout)
-    (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
-    (second,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    first = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    second = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
     assert first["doc_cache"]["status"] == "stored" and first["prefix"]["source"] == "prefill"
     assert first["reused_prefix_tokens"] == 0
     assert second["doc_cache"]["status"] == "hit" and second["prefix"]["source"] == "disk"
@@ -82,21 +72,21 @@ def test_a_prefix_loaded_from_disk_is_not_prefilled_again(notes, tiny_model_path
     """What the model received: the whole prefix on the first run, only the question's tokens on the second."""
     args = [notes, QUESTION, "--model", tiny_model_path, "--max-new-tokens", "1", "--budget", "64", "--window", "16"]
     forwards, _ = record_loaded_forwards(monkeypatch)
-    (first,) = ask(*args)
+    first = ask(*args)
     prefix, length = first["prefix"]["tokens"], first["prompt_tokens"]
     assert forwards == [(0, prefix), (prefix, length - prefix)]
     # a chunked prefill is its own entry (its last bits differ): prefilled in chunks once, then read from disk
     for source, expected in (("prefill", chunks(0, prefix, 5) + chunks(prefix, length, 5)),
                              ("disk", chunks(prefix, length, 5))):
         forwards, _ = record_loaded_forwards(monkeypatch)
-        (second,) = ask(*args, "--prefill-chunk", "5")
+        second = ask(*args, "--prefill-chunk", "5")
         assert second["prefix"]["source"] == source
         assert forwards == expected
 
 
 def test_piped_document_with_the_question_alone(tiny_model_path):
-    (first,) = ask(QUESTION, "--model", tiny_model_path, *SMALL, input=TEXT)
-    (second,) = ask("-", QUESTION, "--model", tiny_model_path, *SMALL, input=TEXT)
+    first = ask(QUESTION, "--model", tiny_model_path, *SMALL, input=NOTES)
+    second = ask("-", QUESTION, "--model", tiny_model_path, *SMALL, input=NOTES)
     assert first["document"] == second["document"] == "<stdin>"
     assert (first["doc_cache"]["status"], second["doc_cache"]["status"]) == ("stored", "hit")
 
@@ -106,7 +96,7 @@ def test_environment_switches_it_on_and_the_flag_off(notes, tiny_model_path, doc
     on = runner.invoke(cli.app, args, env={"SNAPKV_CACHE_DOCS": "1"})
     assert json.loads(on.stdout)["doc_cache"]["status"] == "stored"
     off = runner.invoke(cli.app, [*args, "--no-cache-docs"], env={"SNAPKV_CACHE_DOCS": "1"})
-    # the same keys either way (issue 10: a caching flag never changes the JSON's keys); the cache is off
+    # the same keys either way (a caching flag never changes the JSON's keys); the cache is off
     assert json.loads(off.stdout)["doc_cache"]["status"] == "off"
     assert set(json.loads(off.stdout)) == set(json.loads(on.stdout))
 
@@ -120,7 +110,9 @@ def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
     cache = disk.DocCache(tmp_path)
     stored, reason, size = cache.store(key, prefix, built)
     assert stored and reason is None and size > 0
-    loaded = disk.import_prefix(disk._read(cache.path_for(key))[0], model, 16, True)
+    lookup = cache.load(key, prefix, model)
+    assert lookup.status == "hit", lookup.reason
+    loaded = lookup.cache
     for method in ("snapkv", "h2o", "pyramidkv"):
         settings = CompressionSettings(method=method, window_size=12, max_capacity_prompt=40, kernel_size=5)
         options = GenerationOptions(max_new_tokens=6)
@@ -139,20 +131,20 @@ def test_loaded_prefix_is_bit_identical_for_every_method(tmp_path):
 def test_document_template_and_model_changes_make_new_entries(notes, tiny_model_path, short_context_model_path,
                                                               doc_cache_dir, tmp_path):
     base = [QUESTION, *SMALL]
-    assert ask(notes, *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "stored"
+    assert ask(notes, *base, "--model", tiny_model_path)["doc_cache"]["status"] == "stored"
     changed = tmp_path / "changed.txt"
-    changed.write_text(TEXT.replace("K-4417", "K-4418"), encoding="utf-8")
-    assert ask(str(changed), *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "stored"
-    assert ask(notes, *base, "--model", tiny_model_path, "--template", "summary")[0]["doc_cache"]["status"] == \
+    changed.write_text(NOTES.replace("K-4417", "K-4418"), encoding="utf-8")
+    assert ask(str(changed), *base, "--model", tiny_model_path)["doc_cache"]["status"] == "stored"
+    assert ask(notes, *base, "--model", tiny_model_path, "--template", "summary")["doc_cache"]["status"] == \
         "stored"
-    assert ask(notes, *base, "--model", short_context_model_path)[0]["doc_cache"]["status"] == "stored"
-    assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")[0]["doc_cache"]["status"] == "stored"
+    assert ask(notes, *base, "--model", short_context_model_path)["doc_cache"]["status"] == "stored"
+    assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")["doc_cache"]["status"] == "stored"
     assert len(entries(doc_cache_dir)) == 5
     # each of them is found again
-    assert ask(str(changed), *base, "--model", tiny_model_path)[0]["doc_cache"]["status"] == "hit"
-    assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")[0]["doc_cache"]["status"] == "hit"
+    assert ask(str(changed), *base, "--model", tiny_model_path)["doc_cache"]["status"] == "hit"
+    assert ask(notes, *base, "--model", tiny_model_path, "--dtype", "bfloat16")["doc_cache"]["status"] == "hit"
     # another question about the same document reuses the entry (the prefix does not depend on the question)
-    assert ask(notes, "Who repaired the fog signal?", *SMALL, "--model", tiny_model_path)[0]["doc_cache"][
+    assert ask(notes, "Who repaired the fog signal?", *SMALL, "--model", tiny_model_path)["doc_cache"][
         "status"] == "hit"
 
 
@@ -306,14 +298,14 @@ def _damage_empty(path):
 ])
 def test_damaged_entry_is_rebuilt(notes, tiny_model_path, damage, reason):
     args = [notes, QUESTION, "--model", tiny_model_path, *SMALL]
-    (first,) = ask(*args)
+    first = ask(*args)
     path = Path(first["doc_cache"]["path"])
     damage(path)
-    (second,) = ask(*args)
+    second = ask(*args)
     assert second["doc_cache"]["status"] == "rebuilt" and reason in second["doc_cache"]["reason"]
     assert second["prefix"]["source"] == "prefill"
     assert second["answer"] == first["answer"] and second["layers"] == first["layers"]
-    (third,) = ask(*args)
+    third = ask(*args)
     assert third["doc_cache"]["status"] == "hit"
 
 
@@ -338,9 +330,9 @@ def _rewrite(path, change):
 ])
 def test_consistent_but_wrong_entry_is_rebuilt(notes, tiny_model_path, change, reason):
     args = [notes, QUESTION, "--model", tiny_model_path, *SMALL]
-    (first,) = ask(*args)
+    first = ask(*args)
     _rewrite(Path(first["doc_cache"]["path"]), change)
-    (second,) = ask(*args)
+    second = ask(*args)
     assert second["doc_cache"]["status"] == "rebuilt", second["doc_cache"]
     assert reason in second["doc_cache"]["reason"]
     assert second["answer"] == first["answer"]
@@ -348,11 +340,11 @@ def test_consistent_but_wrong_entry_is_rebuilt(notes, tiny_model_path, change, r
 
 def test_entry_of_another_key_under_this_name_is_rebuilt(notes, tiny_model_path, tmp_path):
     other = tmp_path / "other.txt"
-    other.write_text(TEXT.replace("Tuesday", "Friday"), encoding="utf-8")
-    (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
-    (second,) = ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
+    other.write_text(NOTES.replace("Tuesday", "Friday"), encoding="utf-8")
+    first = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    second = ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
     os.replace(second["doc_cache"]["path"], first["doc_cache"]["path"])
-    (third,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    third = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
     assert third["doc_cache"]["status"] == "rebuilt" and "metadata does not match" in third["doc_cache"]["reason"]
     assert third["answer"] == first["answer"]
 
@@ -390,11 +382,11 @@ def test_lru_eviction_respects_the_cap(tmp_path):
 def test_prefix_larger_than_the_cap_is_not_stored(tiny_model_path, doc_cache_dir):
     field_notes = Path(__file__).parent.parent / "examples" / "field_notes.txt"  # about 2.4 MB of prefix KV here
     args = [str(field_notes), QUESTION, "--model", tiny_model_path, *SMALL]
-    (first,) = ask(*args, env={"SNAPKV_DOC_CACHE_MB": "1"})
+    first = ask(*args, env={"SNAPKV_DOC_CACHE_MB": "1"})
     assert first["doc_cache"]["status"] == "not_stored"
     assert "more than the cache cap of 1 MB" in first["doc_cache"]["reason"]
     assert entries(doc_cache_dir) == []
-    (second,) = ask(*args, "--cache-size", "8", env={"SNAPKV_DOC_CACHE_MB": "1"})  # the option wins
+    second = ask(*args, "--cache-size", "8", env={"SNAPKV_DOC_CACHE_MB": "1"})  # the option wins
     assert second["doc_cache"]["status"] == "stored" and second["answer"] == first["answer"]
 
 
@@ -414,7 +406,7 @@ def test_cache_list_and_clear(notes, tiny_model_path, doc_cache_dir, tmp_path):
     assert empty.exit_code == 0 and empty.stdout.startswith("0 cached document(s)")
     ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
     other = tmp_path / "other.txt"
-    other.write_text(TEXT * 2, encoding="utf-8")
+    other.write_text(NOTES * 2, encoding="utf-8")
     ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
     listing = runner.invoke(cli.app, ["cache", "list"])
     assert listing.exit_code == 0
@@ -551,7 +543,7 @@ def test_chat_says_when_it_rebuilt_a_damaged_entry_or_did_not_store_the_prefix(n
         assert result.exit_code == 0, (result.stderr, result.exception)
         return result.stderr.splitlines()
 
-    (first,) = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
+    first = ask(notes, QUESTION, "--model", tiny_model_path, *SMALL)
     _damage_empty(Path(first["doc_cache"]["path"]))
     lines = chat_lines(notes)
     assert " prompt tokens prefilled in " in lines[0]

@@ -28,11 +28,12 @@ from snapkv_cli.doc_cache import keys, tensor_file
 from snapkv_cli.doc_cache import secret as cache_secret
 from snapkv_cli.doc_cache import store as disk
 from snapkv_cli.generation import build_prefix
+from tests.helpers import snapkv_json
 from tests.tiny_models import prompt_ids, tiny_model
 
 runner = CliRunner()
-TEXT = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal. The station's coastguard code is "
-        "K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
+NOTES = ("Skerrow Point Light, winter log.\n\nDuncan Hale repaired the fog signal. The station's coastguard code is "
+         "K-4417. Agnes Tolland counted 117 steps up to the lamp room.\n")
 QUESTION = "What is the coastguard code?"
 SMALL = ["--max-new-tokens", "4", "--budget", "64", "--window", "16"]
 WINDOW = 8
@@ -49,18 +50,9 @@ def isolated(monkeypatch, tmp_path):
     torch.set_num_threads(threads)
 
 
-@pytest.fixture
-def notes(tmp_path) -> str:
-    path = tmp_path / "notes.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return str(path)
-
-
 def ask(*args, env=None) -> dict:
-    result = runner.invoke(cli.app, ["ask", *args, "--cache-docs", "--json", "--quiet"], env=env)
-    assert result.exit_code == 0, (result.stderr, result.exception)
-    (line,) = result.stdout.splitlines()
-    return json.loads(line)
+    """``snapkv ask ... --cache-docs --json --quiet`` -> its JSON object (stderr may hold a notice)."""
+    return snapkv_json("ask", *args, "--cache-docs", env=env, stderr=None)
 
 
 def entry(index: int, length: int = 40, attention_sums: bool = False):
@@ -75,6 +67,11 @@ def stored(cache: disk.DocCache, index: int, **options):
     ok, reason, _ = cache.store(key, ids, prefix)
     assert ok, reason
     return key, ids, cache.path_for(key)
+
+
+def state(cache) -> dict[str, torch.Tensor]:
+    """The tensors of ``cache``'s prefix state, by name."""
+    return cache.prefix_state().tensors()
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -109,6 +106,9 @@ def forge(cache: disk.DocCache, path: Path, change) -> None:
     (lambda t: t.update({"layers.2.accumulated_attention": t["layers.2.accumulated_attention"][:, :, :1]}),
      "accumulated attention of shape (1, 2, 1, 40)"),
     (lambda t: t.update({"layers.9.keys": t["layers.0.keys"].clone()}), "unexpected tensor names"),
+    (lambda t: t.update({"prefix_ids": t["prefix_ids"].int()}),
+     "prefix ids of dtype torch.int32, expected torch.int64"),
+    (lambda t: t.update({"prefix_ids": t["prefix_ids"][1:]}), "prefix ids of shape (39,), expected (40,)"),
 ])
 def test_entries_of_the_wrong_shape_or_dtype_are_misses(tmp_path, change, reason):
     cache = disk.DocCache(tmp_path / "docs")
@@ -186,7 +186,7 @@ def test_a_prefix_shorter_than_the_window_is_a_hit(tmp_path):
     assert ok, reason
     lookup = cache.load(key, ids, tiny_model("llama"))
     assert lookup.status == "hit", lookup.reason
-    fresh, loaded = disk.export_prefix(prefix, ids), disk.export_prefix(lookup.cache, ids)
+    fresh, loaded = state(prefix), state(lookup.cache)
     assert fresh.keys() == loaded.keys() and all(torch.equal(fresh[name], loaded[name]) for name in fresh)
 
 
@@ -323,7 +323,7 @@ def test_a_full_disk_does_not_cost_the_run(notes, tiny_model_path, isolated, mon
     before = snapshot(isolated)
     monkeypatch.setattr("safetensors.torch.save_file", failing_save(SafetensorError("No space left on device")))
     other = Path(notes).with_name("other.txt")
-    other.write_text(TEXT.replace("K-4417", "K-9"), encoding="utf-8")
+    other.write_text(NOTES.replace("K-4417", "K-9"), encoding="utf-8")
     report = ask(str(other), QUESTION, "--model", tiny_model_path, *SMALL)
     assert report["doc_cache"]["status"] == "not_stored" and "No space left" in report["doc_cache"]["reason"]
     assert report["prefix"]["source"] == "prefill" and report["generated_tokens"] > 0
@@ -373,7 +373,7 @@ def test_a_read_only_directory_with_a_corrupt_entry(notes, tiny_model_path, isol
 def test_a_document_name_that_is_not_utf8(tmp_path, tiny_model_path, isolated):
     raw = os.fsencode(str(tmp_path)) + b"/caf\xe9.txt"
     with open(raw, "wb") as file:
-        file.write(TEXT.encode())
+        file.write(NOTES.encode())
     name = os.fsdecode(raw)
     report = ask(name, QUESTION, "--model", tiny_model_path, *SMALL)
     assert report["doc_cache"]["status"] == "stored" and report["document"].endswith("caf\\xe9.txt")
@@ -425,8 +425,7 @@ def test_header_and_data_come_from_the_one_file_that_was_opened(tmp_path, monkey
     monkeypatch.setattr(tensor_file, "read_header", read_header_then_swap)
     lookup = cache.load(key, ids, tiny_model("llama"))
     assert lookup.status == "hit", lookup.reason  # everything came from the file we opened: consistent
-    fresh = disk.export_prefix(entry(0)[2], ids)
-    loaded = disk.export_prefix(lookup.cache, ids)
+    fresh, loaded = state(entry(0)[2]), state(lookup.cache)
     assert all(torch.equal(fresh[name], loaded[name]) for name in fresh)
 
 
@@ -491,7 +490,7 @@ def _race_worker(role: str, directory: str, cap: int, seed: int, start, results)
         cache = disk.DocCache(directory, max_bytes=cap)
         model = tiny_model("llama")
         prefixes = [entry(index) for index in range(RACE_KEYS)]
-        fresh = [disk.export_prefix(prefix, ids) for _, ids, prefix in prefixes]
+        fresh = [state(prefix) for _, _, prefix in prefixes]
         chooser = random.Random(seed)
         counts = {"stored": 0, "not_stored": 0, "hit": 0, "miss": 0, "rebuilt": 0, "mismatch": 0}
         start.wait(timeout=300)  # everyone imported and built: race from now on
@@ -507,7 +506,7 @@ def _race_worker(role: str, directory: str, cap: int, seed: int, start, results)
             lookup = cache.load(key, ids, model)
             counts[lookup.status] += 1
             if lookup.cache is not None:
-                loaded = disk.export_prefix(lookup.cache, ids)
+                loaded = state(lookup.cache)
                 counts["mismatch"] += not all(torch.equal(loaded[n], fresh[index][n]) for n in fresh[index])
         results.put((role, counts, None))
     except BaseException:
@@ -659,70 +658,6 @@ def test_a_file_cut_short_while_it_is_read_is_unreadable(tmp_path):
         tensor_file.read_tensors(file)  # cut inside the second tensor's data
 
 
-# --------------------------------------------------------------------------- the layout a config implies
-
-
-def test_the_layout_comes_from_the_text_config_and_its_own_head_size():
-    """A composite (vision and text) config is laid out by its text part; an explicit head size wins over
-    hidden size / heads; a config without grouped-query attention or a head size (GPT-2's) has as many KV heads as
-    query heads and hidden size / heads per head. Shapes worked out by hand."""
-    from transformers import GPT2Config, LlamaConfig, LlavaConfig
-
-    from snapkv_cli.doc_cache.prefix_layout import expected_prefix_layout
-
-    text = LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=1, head_dim=4)
-    for config in (text, LlavaConfig(text_config=text.to_dict())):
-        assert expected_prefix_layout(config, torch.float16, 10, 6, True) == {
-            "prefix_ids": ((10,), torch.int64),
-            "layers.0.keys": ((1, 2, 10, 4), torch.float16),
-            "layers.0.values": ((1, 2, 10, 4), torch.float16),
-            "layers.0.window_queries": ((1, 4, 6, 4), torch.float16),
-            "layers.0.window_positions": ((6,), torch.int64),
-            "layers.0.accumulated_attention": ((1, 2, 2, 10), torch.float32),
-        }
-    gpt2 = GPT2Config(n_embd=32, n_head=4, n_layer=2)
-    layout = expected_prefix_layout(gpt2, torch.float32, 5, 8, True)
-    assert sorted(layout) == sorted(["prefix_ids"] + [f"layers.{i}.{part}" for i in (0, 1) for part in (
-        "keys", "values", "window_queries", "window_positions", "accumulated_attention")])
-    assert layout["layers.1.keys"] == ((1, 4, 5, 8), torch.float32)
-    assert layout["layers.1.window_queries"] == ((1, 4, 5, 8), torch.float32)  # the window is cut to the prefix
-    assert layout["layers.1.accumulated_attention"] == ((1, 4, 1, 5), torch.float32)
-
-
-def test_a_layout_mismatch_names_the_tensor_and_both_shapes_or_dtypes():
-    """The reason is exact: which layer and part (or the token ids), what the file has and what the config implies,
-    in whole numbers; unexpected names list at most three of each kind."""
-    from transformers import GPT2Config
-
-    from snapkv_cli.doc_cache.prefix_layout import PrefixLayoutMismatch, check_prefix_tensors, expected_prefix_layout
-
-    def mismatch(tensors, layout) -> str:
-        with pytest.raises(PrefixLayoutMismatch) as info:
-            check_prefix_tensors(tensors, layout)
-        return str(info.value)
-
-    def right(layout):
-        return {name: torch.zeros(shape, dtype=dtype) for name, (shape, dtype) in layout.items()}
-
-    gpt2 = expected_prefix_layout(GPT2Config(n_embd=32, n_head=4, n_layer=2), torch.float32, 5, 3, False)
-    check_prefix_tensors(right(gpt2), gpt2)  # the layout's own tensors pass
-    assert mismatch({**right(gpt2), "layers.1.keys": torch.zeros(1, 4, 5, 7)}, gpt2) == \
-        "layer 1: keys/values of shape (1, 4, 5, 7), expected (1, 4, 5, 8)"
-    assert mismatch({**right(gpt2), "prefix_ids": torch.zeros(5, dtype=torch.int32)}, gpt2) == \
-        "prefix ids of dtype torch.int32, expected torch.int64"
-    assert mismatch({**right(gpt2), "layers.0.window_positions": torch.zeros(2, dtype=torch.int64)}, gpt2) == \
-        "layer 0: window positions of shape (2,), expected (3,)"
-    llama = expected_prefix_layout(tiny_model("llama").config, torch.float32, 7, 3, True)  # 6 query, 2 KV heads
-    assert mismatch({**right(llama), "layers.2.accumulated_attention": torch.zeros(1, 2, 2, 7)}, llama) == \
-        "layer 2: accumulated attention of shape (1, 2, 2, 7), expected (1, 2, 3, 7)"
-    tensors = right(gpt2)
-    for name in ("layers.0.keys", "layers.0.values", "layers.1.keys", "layers.1.values"):
-        tensors.pop(name)
-    tensors.update({f"extra.{index}": torch.zeros(1) for index in range(4)})
-    assert mismatch(tensors, gpt2) == ("unexpected tensor names (missing ['layers.0.keys', 'layers.0.values', "
-                                       "'layers.1.keys'], extra ['extra.0', 'extra.1', 'extra.2'])")
-
-
 # --------------------------------------------------------------------------- exact reasons, what is removed
 
 
@@ -800,7 +735,7 @@ def test_a_signature_made_before_the_directory_has_a_secret_is_the_one_it_requir
     """Signing for an empty directory creates its secret; an entry stored there later carries that signature."""
     cache = disk.DocCache(tmp_path / "fresh")
     key, ids, prefix = entry(0)
-    tensors = disk.export_prefix(prefix, ids)
+    tensors = disk._entry_tensors(prefix.prefix_state(), ids)
     signature = cache.signature(tensors, {"key": keys.key_text(key)})
     ok, reason, _ = cache.store(key, ids, prefix)
     assert ok, reason
@@ -818,8 +753,8 @@ def test_a_prefix_is_loaded_onto_the_models_device(tmp_path):
     elsewhere = SimpleNamespace(config=model.config, dtype=model.dtype, device=torch.device("meta"))
     lookup = cache.load(key, ids, elsewhere)
     assert lookup.status == "hit", lookup.reason
-    state = lookup.cache.prefix_state()
-    assert state and {tensor.device.type for tensor in state.values()} == {"meta"}
+    tensors = state(lookup.cache)
+    assert tensors and {tensor.device.type for tensor in tensors.values()} == {"meta"}
 
 
 def test_a_failure_without_a_message_is_reported_by_its_type(tmp_path):
@@ -1082,6 +1017,6 @@ def test_attention_sums_come_back_from_disk_bit_for_bit(tmp_path):
     assert ok, reason
     lookup = cache.load(key, ids, tiny_model("llama"))
     assert lookup.status == "hit", lookup.reason
-    fresh, loaded = disk.export_prefix(prefix, ids), disk.export_prefix(lookup.cache, ids)
+    fresh, loaded = state(prefix), state(lookup.cache)
     assert "layers.0.accumulated_attention" in fresh
     assert fresh.keys() == loaded.keys() and all(torch.equal(fresh[name], loaded[name]) for name in fresh)

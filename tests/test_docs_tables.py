@@ -1,4 +1,4 @@
-"""Every generated table and numeric sentence in docs/benchmarks.md and the README follows from the committed JSON."""
+"""Every generated table and every inline value (a number in a sentence) of the docs follows from the committed JSON."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_stored_summaries_match_their_raw_records(tables):
 
 def test_every_result_json_is_used_by_a_generated_block(tables):
     text = "".join(file.read_text(encoding="utf-8") for file in tables.FILES)
-    arguments = {argument for match in tables.BLOCK.finditer(text) for argument in match["spec"].split()[1:]}
+    arguments = {argument for spec in tables.specs(text) for argument in spec.split()[1:]}
     for path in DOCS.glob("results/**/*.json"):
         relative = path.relative_to(DOCS).as_posix()
         if path.parent.name == "mutation":  # docs/testing.md's table: test_mutation_table_follows_its_json
@@ -60,6 +60,70 @@ def test_the_check_catches_an_edited_number(tables, tmp_path, monkeypatch):
     copy.write_text(json.dumps(report))
     monkeypatch.setattr(tables, "DOCS", tmp_path)
     assert tables.accuracy_table("copy.json") != before
+
+
+def _copy_of(tables, tmp_path, monkeypatch, name: str) -> Path:
+    """A copy of one doc as the only file the check reads."""
+    copy = tmp_path / name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text((tables.ROOT / name).read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(tables, "ROOT", tmp_path)
+    monkeypatch.setattr(tables, "FILES", (copy,))
+    return copy
+
+
+def test_the_check_catches_an_edited_number_in_a_sentence(tables, tmp_path, monkeypatch):
+    """A number of a sentence edited by hand in a copy of the README: the check names its value, and --write puts the
+    number from the JSON back."""
+    copy = _copy_of(tables, tmp_path, monkeypatch, "README.md")
+    original = copy.read_text(encoding="utf-8")
+    spec = "default-rule.full results/default_rule"
+    marker = f"<!-- value: {spec} -->"
+    number = original.split(marker)[1].split("<!-- end -->")[0]
+    assert number.isdigit()
+    copy.write_text(original.replace(f"{marker}{number}<", f"{marker}{int(number) + 1}<"), encoding="utf-8")
+    assert tables.process(write=False) == [f"README.md: value {spec}"]
+    tables.process(write=True)
+    assert copy.read_text(encoding="utf-8") == original
+
+
+def test_the_check_catches_an_edited_number_in_a_table(tables, tmp_path, monkeypatch):
+    copy = _copy_of(tables, tmp_path, monkeypatch, "docs/batch.md")
+    original = copy.read_text(encoding="utf-8")
+    assert "| 355.8 s |" in original
+    copy.write_text(original.replace("| 355.8 s |", "| 355.9 s |"), encoding="utf-8")
+    assert tables.process(write=False) == ["docs/batch.md: batch-table batch_bench.json"]
+
+
+def test_a_value_naming_a_fact_its_function_lacks_fails(tables):
+    with pytest.raises(KeyError, match="no fact 'nonsense'"):
+        tables.render_value("batch.nonsense batch_bench.json", {})
+
+
+def test_a_value_whose_json_is_not_committed_shows_no_number(tables):
+    assert tables.render_value("batch.loop results/never_run.json", {}) == "*not run yet*"
+
+
+def test_every_value_and_block_names_a_function_that_exists(tables):
+    """Every spec in the docs: a generator of ``GENERATORS``, or a facts function of ``FACTS`` with a fact."""
+    for file in tables.FILES:
+        for spec in tables.specs(file.read_text(encoding="utf-8")):
+            name = spec.split()[0]
+            assert name in tables.GENERATORS or name.split(".")[0] in tables.FACTS, f"{file.name}: {spec}"
+
+
+def test_every_run_benchmarks_step_the_docs_name_exists():
+    """A doc's ``bash benchmarks/run_benchmarks.sh STEP ...`` names steps the script defines."""
+    import re
+
+    from benchmarks import tables
+
+    script = (DOCS.parent / "benchmarks" / "run_benchmarks.sh").read_text(encoding="utf-8")
+    steps = set(re.findall(r"^(\w+)\(\) \{", script, re.M))
+    named = [step for file in tables.FILES
+             for command in re.findall(r"run_benchmarks\.sh((?: [a-z0-9]+)+)", file.read_text(encoding="utf-8"))
+             for step in command.split()]
+    assert named and set(named) <= steps, set(named) - steps
 
 
 def test_mutation_table_follows_its_json():

@@ -15,15 +15,18 @@ import pypdf
 import pytest
 
 from snapkv_cli.answering.documents import (
+    DOCUMENT_SUFFIXES,
     Document,
+    DocumentReader,
     Page,
     decode_document_bytes,
+    formats,
     html_to_text,
     load_document,
     parse_page_ranges,
     parse_page_spec,
 )
-from snapkv_cli.errors import UserError
+from snapkv_cli.errors import DocumentTooLarge, UserError
 from tests.example_writer import make_examples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,6 +144,47 @@ def test_unknown_extension_utf8_is_text(tmp_path):
 def test_unknown_extension_pdf_bytes_is_pdf(tmp_path):
     path = write(tmp_path, "report.bin", make_examples.pdf_bytes(["hi"]))
     assert load_document(path).kind == "pdf"
+
+
+# --- the formats and the reader ----------------------------------------------------------
+
+
+def test_the_file_name_endings_read_as_documents():
+    assert {".pdf", ".txt", ".text", ".log", ".rst", ".md", ".markdown", ".html", ".htm"} == DOCUMENT_SUFFIXES
+
+
+def test_a_format_declared_in_formats_is_read_by_its_ending_and_its_content(tmp_path, monkeypatch):
+    """A new format is one line in FORMATS plus its own reading: the reader needs nothing else."""
+    def scroll_pages(source, data, pages):
+        return tuple(Page(number, text.decode()) for number, text in enumerate(data[7:].split(b"|"), 1)
+                     if pages is None or str(number) == pages)
+
+    scroll = formats.BinaryFormat("scroll", (".scroll",), lambda data: data.startswith(b"SCROLL:"), scroll_pages)
+    shout = formats.TextFormat("shout", (".shout",), lambda text: text.startswith("SHOUT:"), str.lower)
+    monkeypatch.setattr(formats, "FORMATS", (*formats.FORMATS, scroll, shout))
+    by_ending = load_document(write(tmp_path, "a.scroll", b"SCROLL:one|two"), pages="2")
+    assert (by_ending.kind, by_ending.pages) == ("scroll", (Page(2, "two"),))
+    by_content = load_document("-", stdin=io.BytesIO(b"SCROLL:one|two"))
+    assert (by_content.kind, by_content.text) == ("scroll", "one\n\ntwo")
+    loud = load_document(write(tmp_path, "a.shout", "HELLO\fTHERE"))
+    assert (loud.kind, loud.pages) == ("shout", (Page(1, "hello"), Page(2, "there")))
+    assert load_document("-", stdin=io.StringIO("SHOUT: HI")).kind == "shout"
+    assert load_document(write(tmp_path, "a.txt", "SHOUT: HI")).text == "SHOUT: HI"  # the ending decides first
+    user_error("give a PDF, .txt, .md, .html, .scroll or .shout file", write(tmp_path, "a.bin", bytes(range(256))))
+
+
+def test_a_document_reader_keeps_its_pages_unless_given_others_and_its_limit_in_mb(tmp_path):
+    path = write(tmp_path, "paged.txt", "one\ftwo\fthree")
+    reader = DocumentReader(pages="2-3")
+    assert [page.text for page in reader.read(path).pages] == ["two", "three"]
+    assert [page.text for page in reader.read(path, pages="1").pages] == ["one"]  # a batch job's own
+    assert [page.text for page in reader.read("-", stdin=io.BytesIO(b"a\fb\fc")).pages] == ["b", "c"]
+    assert len(DocumentReader().read(path).pages) == 3
+    big = write(tmp_path, "big.txt", "x" * 2098)
+    assert DocumentReader(max_document_mb=0.002).read(write(tmp_path, "fits.txt", "x" * 2097)).text == "x" * 2097
+    with pytest.raises(DocumentTooLarge) as info:
+        DocumentReader(max_document_mb=0.002).read(big)  # 0.002 MB is 2097 bytes
+    assert (info.value.size_bytes, info.value.limit_bytes) == (2098, 2097)
 
 
 # --- page selection ----------------------------------------------------------------------

@@ -307,7 +307,7 @@ def test_an_answer_cut_inside_a_character_drops_it_instead_of_showing_a_replacem
     result = generate_answer(tiny_model("llama"), ByteTokenizer(), prompt_ids(30, seed=16)[0].tolist(),
                              CompressionSettings(window_size=8, max_capacity_prompt=20),
                              GenerationOptions(max_new_tokens=limit, stop_at_eos=False), on_text=pieces.append)
-    assert result.stopped_by == "max_new_tokens" and len(result.generated_ids) == limit
+    assert result.stop_reason == "max_new_tokens" and len(result.generated_ids) == limit
     assert result.answer == "café" and "".join(pieces) == "café "
 
 
@@ -437,7 +437,7 @@ def test_a_prompt_with_nothing_to_prefill_is_refused():
         generate_answer(model, DigitTokenizer(), prefix, settings, GenerationOptions(max_new_tokens=2), prefix=shared)
     with pytest.raises(ValueError, match=r"^nothing to prefill: the prompt needs"):
         build_prefix(model, [], window_size=8)
-    for chunk_size in (0, -3):  # a negative chunk used to prefill nothing and return None
+    for chunk_size in (0, -3):  # a negative chunk would otherwise prefill nothing (no chunk in the range)
         with pytest.raises(ValueError, match=f"^chunk_size must be a positive number of tokens.*got {chunk_size}$"):
             prefill(model, prefix, SnapKVCache(settings=settings, config=model.config), chunk_size=chunk_size)
 
@@ -495,7 +495,7 @@ def test_answer_leaves_out_special_tokens_and_is_decoded_once_unless_watched(mod
     assert result.generated_ids == free.generated_ids
     expected = " ".join(str(i) for i in free.generated_ids if i != free.generated_ids[2])
     assert result.answer == expected and "<s>" not in result.answer
-    assert result.stopped_by == "max_new_tokens"
+    assert result.stop_reason == "max_new_tokens"
     if mode == "streamed":
         assert "".join(pieces) == expected
     assert tokenizer.decodes == (1 if mode == "plain" else 8)
@@ -507,7 +507,7 @@ def test_an_answer_ended_by_eos_at_once_is_empty_and_streams_nothing():
     result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(max_new_tokens=3),
                              on_text=pieces.append)
     assert result.answer == "" and result.generated_ids == [] and pieces == []
-    assert result.stopped_by == "eos" and result.decode_steps == 0
+    assert result.stop_reason == "eos" and result.decode_steps == 0
 
 
 def test_a_held_back_tail_that_never_became_a_stop_string_is_streamed_at_the_end():
@@ -524,7 +524,7 @@ def test_a_held_back_tail_that_never_became_a_stop_string_is_streamed_at_the_end
     result = generate_answer(model, DigitTokenizer(), ids, settings,
                              GenerationOptions(max_new_tokens=6, stop_at_eos=False, stop_strings=(stop,)),
                              on_text=pieces.append)
-    assert result.answer == free.answer and result.stopped_by == "max_new_tokens"
+    assert result.answer == free.answer and result.stop_reason == "max_new_tokens"
     assert "".join(pieces) == free.answer and all(pieces)
     assert pieces[-1] == f" {last}"  # held back until the limit
 
@@ -538,11 +538,11 @@ def test_a_prefix_read_back_from_its_state_is_the_built_one_and_forks_without_co
     model = tiny_model("llama")
     prefix, question = prompt_ids(100, seed=12)[0].tolist(), prompt_ids(20, seed=13)[0].tolist()
     shared = build_prefix(model, prefix, window_size=8)
-    state = shared.prefix_state()
-    rebuilt = SnapKVCache.from_prefix_state(dict(state), model.config, 8)
+    state = shared.prefix_state().tensors()
+    rebuilt = SnapKVCache.from_prefix_state(shared.prefix_state(), model.config, 8)
     assert rebuilt.settings == shared.settings and rebuilt.accumulate_attention == shared.accumulate_attention
-    assert sorted(rebuilt.prefix_state()) == sorted(state)
-    assert all(torch.equal(rebuilt.prefix_state()[name], tensor) for name, tensor in state.items())
+    assert sorted(rebuilt.prefix_state().tensors()) == sorted(state)
+    assert all(torch.equal(rebuilt.prefix_state().tensors()[name], tensor) for name, tensor in state.items())
     fork = shared.fork()
     with torch.inference_mode():
         prefill(model, question, fork, start=100)

@@ -23,15 +23,8 @@ from snapkv_cli.models import default_model as dm
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
-TEXT = "Skerrow Point Light, winter log. The station's coastguard code is K-4417. Agnes counted 117 steps.\n"
+NOTES = "Skerrow Point Light, winter log. The station's coastguard code is K-4417. Agnes counted 117 steps.\n"
 QUESTION = "What is the coastguard code?"
-
-
-@pytest.fixture
-def notes(tmp_path) -> str:
-    path = tmp_path / "notes.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return str(path)
 
 
 def one_error_line(result) -> str:

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +29,10 @@ from snapkv_cli.answering.prompting import load_template
 from snapkv_cli.defaults import METHOD, METHOD_SETTINGS
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.generation import GenerationOptions
-from snapkv_cli.models.loader import load_model
 from snapkv_cli.views import heatmap, terminal
 from snapkv_cli.views import html as html_view
 from tests.example_writer import make_examples
-from tests.helpers import assert_user_error
+from tests.helpers import assert_user_error, snapkv_json
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Who repaired the fog signal?"
@@ -70,11 +70,6 @@ def docs(tmp_path_factory) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def loaded(tiny_model_path):
-    return load_model(tiny_model_path, device="cpu", dtype="float32")
-
-
-@pytest.fixture(scope="module")
 def long_context_model_path(tmp_path_factory):
     from tests.tiny_models import save_tiny_model_dir
 
@@ -91,11 +86,7 @@ def inspect_ok(*args: str, **kwargs):
     return result
 
 
-def inspect_json(*args: str) -> dict:
-    result = inspect_ok(*args, "--json", "--quiet")
-    assert result.stderr == ""
-    assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
-    return json.loads(result.stdout)
+inspect_json = partial(snapkv_json, "inspect")
 
 
 def small_settings(method: str | None, budget: int, window: int) -> CompressionSettings:

@@ -29,7 +29,7 @@ GENERATION_6 = GenerationOptions(max_new_tokens=6)
 GENERATION_24 = GenerationOptions(max_new_tokens=24)
 
 runner = CliRunner()
-TEXT = (
+NOTES = (
     "Skerrow Point Light, winter log.\n\n"
     "The lamp was lit at dusk and the wind came round to the north-west by midnight. "
     "Duncan Hale repaired the fog signal and oiled the clockwork before the storm. "
@@ -43,20 +43,6 @@ SMALL = ["--max-new-tokens", "5", "--budget", "64", "--window", "16"]
 
 
 pytestmark = pytest.mark.usefixtures("doc_cache_dir", "one_thread")
-
-
-@pytest.fixture(scope="module")
-def notes(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("notes") / "notes.txt"
-    path.write_text(TEXT, encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def loaded(tiny_model_path):
-    from snapkv_cli.models.loader import load_model
-
-    return load_model(tiny_model_path, device="cpu")
 
 
 def invoke(*args, input=None):
@@ -170,7 +156,7 @@ def test_truncated_document_gets_a_prefix_per_distinct_truncation(short_context_
     from snapkv_cli.models.loader import load_model
 
     loaded = load_model(short_context_model_path, device="cpu")
-    document = Document(source="long", kind="text", pages=(Page(1, TEXT * 4),))
+    document = Document(source="long", kind="text", pages=(Page(1, NOTES * 4),))
     settings = CompressionSettings(window_size=16, max_capacity_prompt=64, kernel_size=5)
     questions = ["Who?", "Who repaired the fog signal and oiled the clockwork before the great winter storm came?",
                  "Who?"]
@@ -199,7 +185,7 @@ def test_jsonl_answers_match_separate_asks(notes, tiny_model_path):
     lines = jsonl(result.stdout)
     assert len(lines) == len(QUESTIONS)
     for index, (line, alone) in enumerate(zip(lines, separate)):
-        assert set(line) == set(alone)  # one question or several: the same keys (issue 10)
+        assert set(line) == set(alone)  # one question or several: the same keys
         assert {"question_index", "reused_prefix_tokens", "prefix", "doc_cache"} <= set(line)
         assert line["question"] == QUESTIONS[index] and line["question_index"] == index
         for key in ("answer", "prompt_tokens", "prompt", "generated_tokens", "cache", "layers", "settings"):
@@ -236,7 +222,7 @@ def test_questions_file_and_stdin(notes, tiny_model_path, tmp_path):
     assert [line["answer"] for line in from_stdin] == [line["answer"] for line in from_file]
     # the document on stdin with the questions as options
     piped = jsonl(ok("ask", "--model", tiny_model_path, *SMALL, "--json", "--quiet", "-Q", QUESTIONS[0], "-Q",
-                     QUESTIONS[1], input=TEXT).stdout)
+                     QUESTIONS[1], input=NOTES).stdout)
     assert [line["answer"] for line in piped] == [line["answer"] for line in from_file]
     assert piped[0]["document"] == "<stdin>"
 

@@ -195,7 +195,7 @@ def _check_docs_table(report: dict, markdown: str, folder, monkeypatch):
     monkeypatch.setattr(tables, "DOCS", folder)  # the real docs are not touched
     monkeypatch.setattr(tables, "ROOT", folder)
     rendered = tables.niah_table("results/niah/niah.json")
-    assert rendered.endswith(markdown) and "](results/niah/niah_headline.png)" in rendered
+    assert rendered == markdown
     assert tables.stored_summaries_mismatches() == []
     changed = next(o for o in report["outcomes"] if o["method"] == "snapkv")
     changed["exact"] = not changed["exact"]

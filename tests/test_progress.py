@@ -125,13 +125,6 @@ def test_a_notice_is_shown_even_when_quiet(terminal):
 # --------------------------------------------------------------------------- through the command line
 
 
-@pytest.fixture
-def notes(tmp_path):
-    path = tmp_path / "notes.txt"
-    path.write_text(NOTES, encoding="utf-8")
-    return str(path)
-
-
 def test_a_log_gets_timestamped_lines_for_every_step_and_stdout_only_the_answer(notes, tiny_model_path, monkeypatch):
     """stderr not a terminal (CliRunner's): lines, here one per event (no interval), then the report."""
     monkeypatch.setattr(progress_display, "LINE_INTERVAL_S", 0.0)

@@ -7,14 +7,24 @@ positions each KV head kept, its sizes from the tensor shapes and dtype), so eac
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 
 import pytest
 import torch
 
 from snapkv_cli.answering import report as report_module
 from snapkv_cli.answering.prompting import Prompt
-from snapkv_cli.answering.report import DocCacheInfo, PrefixInfo, Report, StopInfo, build_report, peak_rss_bytes
+from snapkv_cli.answering.report import (
+    DocCacheInfo,
+    PrefixInfo,
+    Report,
+    SettingsInfo,
+    StopInfo,
+    build_report,
+    peak_rss_bytes,
+)
 from snapkv_cli.engine import CompressionSettings, SnapKVCache
 from snapkv_cli.engine.records import LayerRecord
 from snapkv_cli.generation import GenerationOptions, GenerationResult
@@ -106,13 +116,19 @@ def test_the_settings_are_those_applied_to_the_prompt_and_the_budget_as_given():
     documented = ["window_size", "max_capacity_prompt", "budget", "kernel_size", "pooling", "pooling_window",
                   "gqa_aggregation", "layer_budgets", "head_budgets", "whole_words"]
     assert list(data["settings"]) == documented
-    # the settings block's class has one field per reported setting and its as-given twin, and is frozen
-    info = report_module._settings_info()
-    assert [field.name for field in dataclasses.fields(info)] == documented
-    assert info.__name__ == "SettingsInfo" and info.__module__ == "snapkv_cli.answering.report"
-    block = info(**{key: 0 for key in documented})
+    # the settings block: one entry per reported setting and its as-given twin, read as attributes, and frozen; the
+    # declared types (the schema's) name the same keys in the same order
+    block = hand_report().settings
+    assert isinstance(block, SettingsInfo) and list(block.values) == documented
+    types = SettingsInfo.declared_types()
+    assert list(types) == documented and types["budget"] == types["max_capacity_prompt"] == int | float
+    assert (types["window_size"], types["layer_budgets"], types["whole_words"]) == (int, str | None, bool)
+    assert (block.window_size, block.max_capacity_prompt, block.budget, block.whole_words) == (4, 10, 0.5, False)
+    with pytest.raises(AttributeError, match="no setting 'sink_tokens'"):  # declared, but not reported
+        _ = block.sink_tokens
     with pytest.raises(dataclasses.FrozenInstanceError):
         block.budget = 1
+    assert copy.deepcopy(block) == block and pickle.loads(pickle.dumps(block)) == block
 
 
 def test_the_prompt_block_counts_its_parts_and_the_window():
@@ -221,19 +237,23 @@ def test_a_reused_prefix_is_counted_and_a_prefilled_one_is_not():
 
 
 def test_the_stop_block_names_the_stop_string_that_ended_the_answer():
-    stop = hand_report(stopped_by="\n\nQ:", stop_strings=("\n\nQ:", "Question:"), stop_on_repeat=False).to_json()
+    stop = hand_report(stop_reason="stop_string", stop_string="\n\nQ:", stop_strings=("\n\nQ:", "Question:"),
+                       stop_on_repeat=False).to_json()
     assert stop["stop"] == {"strings": ["\n\nQ:", "Question:"], "stopped_by": "\n\nQ:", "reason": "stop_string",
                             "stop_string": "\n\nQ:", "stop_on_repeat": False, "repeated": None}
-    looped = hand_report(stopped_by="repetition", repeated="the the").to_json()["stop"]
+    looped = hand_report(stop_reason="repetition", repeated="the the").to_json()["stop"]
     assert looped == {"strings": [], "stopped_by": "repetition", "reason": "repetition", "stop_string": None,
                       "stop_on_repeat": True, "repeated": "the the"}
-    assert hand_report().to_json()["stop"]["reason"] == "eos"
+    ended = hand_report().to_json()["stop"]
+    assert (ended["stopped_by"], ended["reason"], ended["stop_string"]) == ("eos", "eos", None)
+    cut = hand_report(stop_reason="max_new_tokens").to_json()["stop"]
+    assert (cut["stopped_by"], cut["reason"], cut["stop_string"]) == ("max_new_tokens", "max_new_tokens", None)
 
 
 @pytest.mark.parametrize(("reason", "cut"), [("eos", False), ("stop_string", False), ("max_new_tokens", True),
                                              ("repetition", True)])
 def test_an_answer_is_cut_only_by_the_token_limit_or_a_loop(reason, cut):
-    assert StopInfo(stopped_by=reason, reason=reason).cut is cut
+    assert StopInfo(reason=reason).cut is cut
 
 
 def test_without_the_answer_the_json_drops_what_describes_it():
@@ -292,7 +312,7 @@ def test_the_compact_line_gives_the_cache_prefix_times_and_a_cut_as_counted_here
     assert compact_line(hand_report(prefix_source="memory"), "q3") == f"q3 {head} · prefix 16 tokens reused · {times}"
     assert compact_line(hand_report(prefix_source="disk"), "q3") == \
         f"q3 {head} · prefix 16 tokens loaded from the document cache in 0.33s · {times}"
-    assert compact_line(hand_report(prefix_source="prefill", stopped_by="max_new_tokens"), "q1") == \
+    assert compact_line(hand_report(prefix_source="prefill", stop_reason="max_new_tokens"), "q1") == \
         f"q1 {head} · prefix 16 tokens prefilled in 0.33s · {times} · cut: token limit"
     alone = dataclasses.replace(hand_report(prefix_source="prefill"),
                                 prefix=PrefixInfo(tokens=0, source="prefill", seconds=0.0))
@@ -403,7 +423,7 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
     from snapkv_cli.views.report_panel import stop_text
 
     def said(repeated):
-        return stop_text(StopInfo(stopped_by="repetition", reason="repetition", repeated=repeated), 40)
+        return stop_text(StopInfo(reason="repetition", repeated=repeated), 40)
 
     def expected(quoted):
         return (f"[yellow]cut after 40 tokens: a loop, the same 8 tokens 4 times ({quoted}); "
@@ -420,9 +440,9 @@ def test_a_loop_is_quoted_on_one_line_and_shortened_past_60_characters():
 def test_an_answer_ended_by_a_stop_string_names_it_escaped_for_rich():
     from snapkv_cli.views.report_panel import stop_text
 
-    stop = StopInfo(stopped_by="[x]", reason="stop_string", stop_string="[x]")
+    stop = StopInfo(reason="stop_string", stop_string="[x]")
     assert stop_text(stop, 5) == "at the stop string '\\[x]' after 5 tokens (a base model's rule)"
-    assert stop_text(StopInfo(stopped_by="eos"), 5) == "end of answer after 5 tokens"
+    assert stop_text(StopInfo(), 5) == "end of answer after 5 tokens"
 
 
 def test_the_time_row_says_where_the_shared_document_prefix_came_from():

@@ -62,7 +62,7 @@ def _generate(stop_strings=(), on_text=None, max_new_tokens=12):
 
 def test_generation_stops_before_the_first_stop_string_and_never_streams_it():
     free = _generate()
-    assert free.stopped_by == "max_new_tokens" and len(free.generated_ids) == 12
+    assert free.stop_reason == "max_new_tokens" and free.stop_string is None and len(free.generated_ids) == 12
     tokens = free.answer.split(" ")
     assert len(tokens) >= 6
     stop = f" {tokens[4]} "  # the fifth token, as it appears between spaces
@@ -70,7 +70,7 @@ def test_generation_stops_before_the_first_stop_string_and_never_streams_it():
     pieces: list[str] = []
     stopped = _generate(stop_strings=(stop,), on_text=pieces.append)
     assert stopped.answer == expected.strip()
-    assert stopped.stopped_by == stop and stopped.stop_strings == (stop,)
+    assert (stopped.stop_reason, stopped.stop_string, stopped.stop_strings) == ("stop_string", stop, (stop,))
     assert "".join(pieces) == expected
     assert stop not in "".join(pieces)
     assert len(stopped.generated_ids) < 12  # decoding ended there
@@ -78,7 +78,7 @@ def test_generation_stops_before_the_first_stop_string_and_never_streams_it():
 
 def test_no_stop_strings_means_only_eos_or_the_limit():
     result = _generate(max_new_tokens=5)
-    assert result.stopped_by == "max_new_tokens" and result.stop_strings == ()
+    assert result.stop_reason == "max_new_tokens" and result.stop_strings == ()
 
 
 def _loaded(base_model: bool, tokenizer, model) -> LoadedModel:
@@ -180,13 +180,13 @@ def _looping(stop_on_repeat: bool, tokenizer=DigitTokenizer()):
 
 def test_generation_ends_a_loop_of_the_tiny_model_unless_told_not_to():
     free = _looping(stop_on_repeat=False)
-    assert free.stopped_by == free.stop_reason == "max_new_tokens" and len(free.generated_ids) == 300
+    assert free.stop_reason == "max_new_tokens" and len(free.generated_ids) == 300
     assert free.repeated is None and not free.stop_on_repeat
     end = first_loop(free.generated_ids, LOOP_RULE)
     assert end is not None and end < 300  # this random model does fall into a loop
     looped = _looping(stop_on_repeat=True)
     assert looped.generated_ids == free.generated_ids[:end]
-    assert looped.stopped_by == looped.stop_reason == "repetition" and looped.stop_on_repeat
+    assert looped.stop_reason == "repetition" and looped.stop_string is None and looped.stop_on_repeat
     assert looped.repeated == DigitTokenizer().decode(free.generated_ids[end - LOOP_RULE.ngram:end])
     assert looped.answer == DigitTokenizer().decode(looped.generated_ids)
     loop = free.generated_ids[end - LOOP_RULE.ngram:end]

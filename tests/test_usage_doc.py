@@ -4,17 +4,16 @@ the keys a real ``ask --json`` and ``inspect --json`` print."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 import snapkv_cli.cli as cli
 from benchmarks import tables, usage_doc
 from tests.example_writer import make_examples
+from tests.helpers import snapkv_json
 
 USAGE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
 BLOCKS = ["usage-index", "usage-commands", "json-schema ask", "json-schema inspect"]
@@ -133,23 +132,17 @@ def report_pdf(tmp_path_factory) -> str:
     return str(path)
 
 
-def _run_json(*args: str) -> dict:
-    result = CliRunner().invoke(cli.app, [*args, "--json", "--quiet"])
-    assert result.exit_code == 0, (result.stderr, result.exception)
-    return json.loads(result.stdout)
-
-
 def test_the_documented_ask_keys_are_the_keys_ask_prints(report_pdf, tiny_model_path, one_thread):
-    printed = _run_json("ask", report_pdf, "What is the ferry code?", "--model", tiny_model_path,
-                        "--max-new-tokens", "2", "--budget", "16", "--window", "4")
+    printed = snapkv_json("ask", report_pdf, "What is the ferry code?", "--model", tiny_model_path,
+                          "--max-new-tokens", "2", "--budget", "16", "--window", "4")
     documented = [path for path, _ in usage_doc.ask_keys()]
     assert _key_paths(printed) == set(documented)
     assert [path for path in documented if "." not in path] == list(printed)  # in the printed order
 
 
 def test_the_documented_inspect_keys_are_the_keys_inspect_prints(report_pdf, tiny_model_path, one_thread):
-    printed = _run_json("inspect", report_pdf, "What is the ferry code?", "--model", tiny_model_path, "--answer",
-                        "--find", "KX-41", "--max-new-tokens", "2", "--budget", "16", "--window", "4")
+    printed = snapkv_json("inspect", report_pdf, "What is the ferry code?", "--model", tiny_model_path, "--answer",
+                          "--find", "KX-41", "--max-new-tokens", "2", "--budget", "16", "--window", "4")
     documented = [path for path, _ in usage_doc.inspect_keys()]
     assert _key_paths(printed) == set(documented)
     assert [path for path in documented if "." not in path] == list(printed)

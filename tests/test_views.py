@@ -53,9 +53,9 @@ KEPT = {
 
 
 def hand_report(*, question: str = "Who fixed the fog?", model: str = "tiny/model") -> Report:
-    settings = SettingsInfo(window_size=WINDOW, max_capacity_prompt=12, budget=0.5, kernel_size=3, pooling="maxpool",
-                            pooling_window="centered", gqa_aggregation="mean", layer_budgets="uniform",
-                            head_budgets="uniform", whole_words=False)
+    settings = SettingsInfo({"window_size": WINDOW, "max_capacity_prompt": 12, "budget": 0.5, "kernel_size": 3,
+                             "pooling": "maxpool", "pooling_window": "centered", "gqa_aggregation": "mean",
+                             "layer_budgets": "uniform", "head_budgets": "uniform", "whole_words": False})
     layers = [LayerRow(layer=layer, kept_tokens_min=12, kept_tokens_max=12, kept_tokens_mean=12.0, capacity=12,
                        compressed=True, sliding_window=False) for layer in range(3)]
     return Report(
@@ -647,8 +647,7 @@ def test_score_cells_are_relative_to_the_peak_before_the_window():
     assert one[0] == pytest.approx(head1) and one[1] == pytest.approx(np.ones(24))
     kept = heatmap.cell_values(inspection, head=0)
     assert kept.tolist() == [[float(pairs_keeping(p, layer, 0)) for p in range(24)] for layer in range(3)]
-    inspection.report = dataclasses.replace(inspection.report, settings=dataclasses.replace(
-        inspection.report.settings, window_size=24))  # the window is the whole prompt: the peak over all of it
+    with_window(inspection, 24)  # the window is the whole prompt: the peak over all of it
     cells = heatmap.cell_values(inspection, scores=True, head=0)
     assert cells[0] == pytest.approx(np.clip(inspection.scores[0, 0] / 100.0, heatmap.SCORE_FLOOR, 1.0))
 
@@ -996,9 +995,7 @@ def test_the_view_shades_the_selected_layer_and_head():
 
 
 def test_where_a_found_text_is_right_after_the_question():
-    inspection = hand_inspection()
-    inspection.report = dataclasses.replace(inspection.report, settings=dataclasses.replace(
-        inspection.report.settings, window_size=2))  # window 22-24: the question (17-21) lies before it
+    inspection = with_window(hand_inspection(), 2)  # window 22-24: the question (17-21) lies before it
     after = Occurrence("\n", 21, 22, np.zeros((3, 2), dtype=int))
     assert terminal._where(inspection, after) == " · template"
     assert terminal._where(inspection, Occurrence("?", 20, 21, np.zeros((3, 2), dtype=int))) == " · question"
@@ -1047,8 +1044,8 @@ def test_the_heatmap_marks_window_pages_and_document_in_their_colours():
 
 
 def with_window(inspection: Inspection, window_size: int) -> Inspection:
-    inspection.report = dataclasses.replace(inspection.report, settings=dataclasses.replace(
-        inspection.report.settings, window_size=window_size))
+    inspection.report = dataclasses.replace(
+        inspection.report, settings=SettingsInfo({**inspection.report.settings.values, "window_size": window_size}))
     return inspection
 
 

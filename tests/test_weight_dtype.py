@@ -29,7 +29,8 @@ from tests.tiny_models import prompt_ids, tiny_model
 runner = CliRunner()
 CPU = torch.device("cpu")
 QUESTION = "Who repaired the fog signal?"
-NOTES = "Winter log. On 3 March Duncan Hale repaired the fog signal at the north pier; the lamp was relit at dusk.\n"
+NOTES = ("Winter log. On 3 March Duncan Hale repaired the fog signal at the north pier; the lamp was relit at "
+         "dusk.\n") * 8
 
 
 def bf16_cpu(monkeypatch, feature: str | None = "AVX512_BF16", *, auto_bfloat16: bool = True) -> None:
@@ -117,13 +118,6 @@ def test_the_loaded_model_runs_in_the_auto_dtype_read_back_from_it(monkeypatch, 
 
 
 # --------------------------------------------------------------------------- the report
-
-@pytest.fixture(scope="module")
-def notes(tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("notes") / "notes.txt"
-    path.write_text(NOTES * 8, encoding="utf-8")
-    return str(path)
-
 
 @pytest.mark.parametrize(("feature", "arguments", "dtype", "reason"), [
     ("AVX512_BF16", [], "bfloat16", "auto: this CPU computes bfloat16 natively (AVX512_BF16)"),

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import resource
 import sys
+import typing
 from collections import Counter
-from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import torch
 
 from ..engine import CompressionSettings, SnapKVCache
+from ..engine.settings import settings_declarations
 from ..generation import GenerationOptions, GenerationResult
 from ..generation.options import reported_options
 from .prompting import Prompt
@@ -29,24 +32,34 @@ def peak_rss_bytes() -> int:
     return int(peak if sys.platform == "darwin" else peak * 1024)
 
 
-def _settings_info() -> type:
-    """The settings block's class: one field per reported setting (and its ``given_as`` key), in declaration order
-    (:mod:`snapkv_cli.engine.settings`)."""
-    keys = []
-    for field_ in fields(CompressionSettings):
-        declared = field_.metadata.get("setting")
-        if declared is not None and declared.reported:
-            keys.append((field_.name, field_.type))
-            if declared.given_as is not None:
-                keys.append((declared.given_as, field_.type))
-    info = make_dataclass("SettingsInfo", keys, frozen=True)
-    info.__module__ = __name__
-    info.__doc__ = ("The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from "
-                    "``budget``, the method's own choice where a setting was left to it).")
-    return info
+@dataclass(frozen=True)
+class SettingsInfo:
+    """The compression settings as applied to this prompt (``max_capacity_prompt`` resolved from ``budget``, the
+    method's own choice where a setting was left to it): ``values`` holds every reported setting, and its ``given_as``
+    key, in declaration order (:meth:`~snapkv_cli.engine.CompressionSettings.applied`), so a setting declared
+    ``reported`` needs nothing here. Each reads as an attribute too (``info.window_size``); ``values`` is the JSON
+    settings block."""
 
+    values: dict[str, Any]
 
-SettingsInfo = _settings_info()
+    @staticmethod
+    def declared_types() -> dict[str, Any]:
+        """The keys of ``values`` in their order, each with its setting's declared type (the JSON schema's)."""
+        hints = typing.get_type_hints(CompressionSettings)
+        types = {}
+        for name, declared in settings_declarations(CompressionSettings).items():
+            if declared.reported:
+                types[name] = hints[name]
+                if declared.given_as is not None:
+                    types[declared.given_as] = hints[name]
+        return types
+
+    def __getattr__(self, name: str) -> Any:
+        """A reported setting's value (Python asks here only for names that are not attributes of the class)."""
+        values = vars(self).get("values", {})  # none yet while a copy or an unpickled instance is being built
+        if name not in values:
+            raise AttributeError(f"{type(self).__name__!r} has no setting {name!r}")
+        return values[name]
 
 
 @dataclass(frozen=True)
@@ -71,14 +84,17 @@ class StopInfo:
     ``eos`` (the model's end-of-sequence token), ``stop_string`` (before the first of the stop strings, a base
     model's rule; the one found is ``stop_string``), ``max_new_tokens`` (the token limit cut it) or ``repetition`` (a
     loop, by ``LOOP_RULE`` when ``stop_on_repeat``; the n-gram that looped is ``repeated``).
-    ``stopped_by`` is ``eos``, ``max_new_tokens``, ``repetition`` or the stop string that ended it. The rules in force
-    (the stop strings, ``stop_on_repeat``) are the report's generation options, which the JSON's ``stop`` block shows
-    beside these keys (:meth:`Report.to_json`)."""
+    ``stopped_by`` says both in one key of the schema, derived from them: the stop string that ended it, else the
+    reason. The rules in force (the stop strings, ``stop_on_repeat``) are the report's generation options, which the
+    JSON's ``stop`` block shows beside these keys (:meth:`Report.to_json`)."""
 
-    stopped_by: str
+    stopped_by: str = field(init=False)
     reason: str = "eos"
     stop_string: str | None = None
     repeated: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "stopped_by", self.stop_string if self.reason == "stop_string" else self.reason)
 
     @property
     def cut(self) -> bool:
@@ -193,7 +209,7 @@ class Report:
     reused_prefix_tokens: int
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
-    stop: StopInfo = field(default_factory=lambda: StopInfo(stopped_by="eos"))
+    stop: StopInfo = field(default_factory=StopInfo)
     generation: GenerationOptions = field(default_factory=GenerationOptions)
     schema_version: int = SCHEMA_VERSION
 
@@ -203,6 +219,7 @@ class Report:
         keys; the others are not shown."""
         data = {"schema_version": self.schema_version}  # first; updating it below keeps its place
         data.update(asdict(self))
+        data["settings"] = data["settings"]["values"]  # the block is the settings themselves
         del data["generation"]
         data["stop"] = {**reported_options(self.generation), **data["stop"]}
         if not answer:
@@ -279,7 +296,7 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         dtype_reason=dtype_reason,
         quantization=quantization,
         method=settings.method,
-        settings=SettingsInfo(**settings.applied(prompt.length)),
+        settings=SettingsInfo(settings.applied(prompt.length)),
         prompt_tokens=prompt.length,
         prompt=PromptInfo(**prompt.counts(), **window,
                           truncated_document_tokens=prompt.truncated_document_tokens, template_name=prompt.template,
@@ -299,8 +316,6 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
-        stop=StopInfo(stopped_by=result.stopped_by, reason=result.stop_reason,
-                      stop_string=result.stopped_by if result.stop_reason == "stop_string" else None,
-                      repeated=result.repeated),
+        stop=StopInfo(reason=result.stop_reason, stop_string=result.stop_string, repeated=result.repeated),
         generation=generation,
     )

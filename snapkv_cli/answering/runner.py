@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..engine import CompressionSettings
 from ..generation import GenerationOptions
-from .documents import Document, load_document, megabytes
+from .documents import Document, DocumentReader
 from .presenter import Presenter
 from .prompting import Template, load_template
 from .report import Answer
@@ -25,8 +25,8 @@ class RunOptions:
     """Everything a run needs besides its documents and questions.
 
     model/device/dtype/quantize/device_map: what to load (see :func:`snapkv_cli.models.loader.load_model`);
-    settings: the compression; generation: decoding and prefill chunking; pages/max_document_mb (None: the
-    library's limit)/template/truncate: how documents are read and become prompts;
+    settings: the compression; generation: decoding and prefill chunking; reader: how documents are read (page
+    selection, size limit); template/truncate: how they become prompts;
     doc_cache_mb: the on-disk document cache's cap in MB, or None when it is off.
     """
 
@@ -37,8 +37,7 @@ class RunOptions:
     device_map: str | None = None
     settings: CompressionSettings = field(default_factory=CompressionSettings)
     generation: GenerationOptions = field(default_factory=GenerationOptions)
-    pages: str | None = None
-    max_document_mb: float | None = None
+    reader: DocumentReader = field(default_factory=DocumentReader)
     template: Template = field(default_factory=load_template)
     truncate: str | None = None
     doc_cache_mb: int | None = None
@@ -57,15 +56,14 @@ class Runner:
 
     def with_options(self, options: RunOptions) -> Runner:
         """A runner with ``options`` that shares this one's loaded model, document cache and presenter: for options
-        that change only how documents become prompts (``pages``, ``template``, ``truncate``: a batch job's own)."""
+        that change only how documents become prompts (``template``, ``truncate``: a batch job's own)."""
         runner = Runner(options, self.presenter)  # never loads: it is handed this one's model
         runner._loaded, runner._doc_cache = self.loaded, self.doc_cache  # loads the model if not yet loaded
         return runner
 
     def read(self, path: str, *, stdin=None) -> Document:
-        """The document at ``path`` (``-``: stdin), with the options' page selection and size limit."""
-        return load_document(path, pages=self.options.pages, stdin=stdin,
-                             max_bytes=megabytes(self.options.max_document_mb))
+        """The document at ``path`` (``-``: stdin), read by the options' reader (page selection, size limit)."""
+        return self.options.reader.read(path, stdin=stdin)
 
     @property
     def loaded(self):

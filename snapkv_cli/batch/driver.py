@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..answering.documents import Document, load_document, megabytes
+from ..answering.documents import Document
 from ..answering.runner import RunOptions
 from .jobs import Job
 from .lines import describe_error, error_line
@@ -87,8 +87,7 @@ def read_document(task: Task, options: RunOptions, recorder: Recorder,
     be read (an error line for each of its questions is written then, and the batch goes on)."""
     recorder.status(f"Reading {task.job.document}...")
     try:
-        return load_document(task.job.document, pages=task.job.pages or options.pages,
-                             max_bytes=megabytes(options.max_document_mb))
+        return options.reader.read(task.job.document, pages=task.job.pages)
     except Exception as error:
         recorder.fail(task, describe(error))
         return None

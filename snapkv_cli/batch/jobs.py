@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from ..answering.documents import DOCUMENT_SUFFIXES, parse_page_ranges
+from ..answering.documents import DOCUMENT_SUFFIXES, named_formats, parse_page_ranges
 from ..answering.prompting import TRUNCATIONS, Template, load_template
 from ..errors import BadJob, UserError
 
@@ -75,7 +75,7 @@ def expand_documents(paths: Sequence[str]) -> list[str]:
             inside = sorted(str(item) for item in path.rglob("*") if _is_document_file(item)
                             and not any(part.startswith(".") for part in item.relative_to(path).parts))
             if not inside:
-                raise UserError(f"no documents in the folder {given}: it holds no PDF, .txt, .md or .html files")
+                raise UserError(f"no documents in the folder {given}: it holds no {named_formats()} files")
             found += inside
         elif not path.exists() and _GLOB_CHARACTERS & set(given):
             matches = sorted(match for match in glob.glob(given, recursive=True) if Path(match).is_file())

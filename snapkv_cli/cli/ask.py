@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from ..answering.documents import named_formats
 from . import console
 from .app import app
 from .errors import fail_cleanly
@@ -18,7 +19,7 @@ from .options import Output, RunChoices, run_options
 @run_options
 def ask(
     inputs: Optional[list[str]] = typer.Argument(
-        None, metavar=ARGUMENTS, help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
+        None, metavar=ARGUMENTS, help=f"Document ({named_formats(', ')}, or - for stdin) and question."),
     questions: Optional[list[str]] = typer.Option(
         None, "--question", "-Q", help="A question; repeat it to ask several (the document is read once)."),
     questions_file: Optional[str] = typer.Option(

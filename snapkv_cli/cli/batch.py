@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from ..answering.documents import named_formats
 from ..errors import UserError
 from . import console
 from .app import app
@@ -35,7 +36,7 @@ def describe(error: BaseException) -> str:
 @run_options
 def batch(
     documents: Optional[list[str]] = typer.Argument(
-        None, metavar="DOCS...", help="Documents: files, folders (searched for PDF, .txt, .md, .html) or globs."),
+        None, metavar="DOCS...", help=f"Documents: files, folders (searched for {named_formats(', ')}) or globs."),
     questions: Optional[list[str]] = typer.Option(
         None, "--question", "-Q", help="A question to ask of every document; repeat it to ask several."),
     questions_file: Optional[str] = typer.Option(

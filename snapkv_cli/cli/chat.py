@@ -14,6 +14,7 @@ from typing import TextIO
 
 import typer
 
+from ..answering.documents import named_formats
 from ..errors import UserError
 from . import console
 from .app import app
@@ -27,7 +28,7 @@ PROMPT = "> "
 @fail_cleanly
 @run_options
 def chat(
-    doc: str = typer.Argument(..., metavar="DOC", help="Document (PDF, .txt, .md, .html); questions come from stdin."),
+    doc: str = typer.Argument(..., metavar="DOC", help=f"Document ({named_formats(', ')}); questions come from stdin."),
     *,
     choices: RunChoices,
     output: Output,

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from ..answering.documents import named_formats
 from ..errors import OutOfRange, UserError
 from . import console
 from .app import app
@@ -21,7 +22,7 @@ from .options import Output, RunChoices, run_options
 @run_options
 def inspect(
     inputs: list[str] = typer.Argument(..., metavar=ARGUMENTS,
-                                       help="Document (PDF, .txt, .md, .html, or - for stdin) and question."),
+                                       help=f"Document ({named_formats(', ')}, or - for stdin) and question."),
     answer: bool = typer.Option(
         False, "--answer", help="Also generate the answer (stdout, or \"answer\" in the JSON)."),
     layer: Optional[int] = typer.Option(

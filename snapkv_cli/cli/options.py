@@ -29,14 +29,12 @@ from ..answering.documents import (
     DEFAULT_MAX_DOCUMENT_MB,
     MAX_DOCUMENT_MB_ENV,
     Document,
-    load_document,
-    megabytes,
+    DocumentReader,
     parse_page_ranges,
 )
 from ..answering.prompting import TRUNCATIONS, Template, load_template
 from ..defaults import CPU_AUTO_BFLOAT16, METHOD, METHOD_SETTINGS
 from ..doc_cache import DEFAULT_CAP_MB, DOC_CACHE_ENV, DOC_CACHE_MB_ENV
-from ..engine.methods import with_defaults
 from ..engine.settings import (
     CompressionSettings,
     Setting,
@@ -44,6 +42,7 @@ from ..engine.settings import (
     cli_setting,
     library_default,
     settings_declarations,
+    with_defaults,
 )
 from ..errors import InvalidValue, UserError
 from ..generation.options import GenerationOptions, generation_declarations, generation_default, generation_flag
@@ -214,11 +213,11 @@ class RunChoices:
     values: dict
     settings: CompressionSettings
     template: Template
+    reader: DocumentReader
 
     def read(self, path: str, *, stdin=None) -> Document:
-        """The document at ``path`` (``-``: stdin) with the options' pages and size limit."""
-        return load_document(path, pages=self.values["pages"], stdin=stdin,
-                             max_bytes=megabytes(self.values["max_document_mb"]))
+        """The document at ``path`` (``-``: stdin), read by :attr:`reader` (the options' pages and size limit)."""
+        return self.reader.read(path, stdin=stdin)
 
     def build(self):
         """The :class:`~snapkv_cli.answering.runner.RunOptions`. The model's name is checked first, still without torch
@@ -233,7 +232,7 @@ class RunChoices:
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                           quantize=parse_quantize(values["quantize"]),
                           device_map=values["device_map"], settings=self.settings, generation=generation,
-                          pages=values["pages"], max_document_mb=values["max_document_mb"], template=self.template,
+                          reader=self.reader, template=self.template,
                           truncate=values["truncate"],
                           doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
 
@@ -268,10 +267,11 @@ def check_run_values(values: dict) -> RunChoices:
     settings = compression_settings(values)
     if values["pages"]:
         parse_page_ranges(values["pages"])
+    reader = DocumentReader(pages=values["pages"], max_document_mb=values["max_document_mb"])
     parse_device(values["device"])
     parse_dtype(values["dtype"])
     parse_quantize(values["quantize"])
-    return RunChoices(values, settings, template)
+    return RunChoices(values, settings, template, reader)
 
 
 @dataclass(frozen=True)

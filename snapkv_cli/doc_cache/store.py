@@ -4,19 +4,21 @@ One entry is one safetensors file under ``cache_root()/docs`` (or ``$SNAPKV_DOC_
 (HMAC-SHA256 under the directory's secret, :mod:`.secret`) of its key: the model (name, source,
 config, revision, weight files, dtype, device type, attention implementation, library versions), the template, the
 prefix token ids (which cover the document, the pages and any truncation), the window, whether attention sums are
-kept, the prefill chunk size, and :data:`FORMAT_VERSION`. It holds, per layer, the uncompressed keys and values, the
-last ``window`` queries and their positions (so each question's observation window can reach back into the prefix)
-and, for H2O, the attention sums; plus the prefix token ids themselves.
+kept, the prefill chunk size, and :data:`FORMAT_VERSION`. It holds the prefix's state
+(:class:`~snapkv_cli.engine.prefix_state.PrefixState`: per layer, the uncompressed keys and values, the last
+``window`` queries and their positions, so each question's observation window can reach back into the prefix, and,
+for H2O, the attention sums) plus the prefix token ids themselves (:data:`PREFIX_IDS`).
 
 Tensors are stored in the model's own dtype, so a prefix loaded from disk is bit for bit the prefix a fresh prefill
 builds. An entry is read through one open file (:mod:`.tensor_file`) and trusted only if its header parses, its
 metadata matches the expected key (:mod:`.keys`) exactly, every tensor has the name, shape and dtype the model's
-config implies (:mod:`.prefix_layout`), its token ids equal the prompt's, and an HMAC of the key and all tensor
-bytes matches the one written with it; anything else is reported and rebuilt, and the file is deleted only if it is
-still the very file that failed. Files are written to a temporary name and renamed into place (``os.replace``), so
-readers never see half a file. The directory is capped in size; the least recently used entries (file modification
-time, refreshed on every use) are evicted first. Renames into place, evictions and deletions of bad entries take
-the directory's lock (``flock``), so no process deletes a file another has just written.
+config implies (:meth:`PrefixState.layout <snapkv_cli.engine.prefix_state.PrefixState.layout>`, and the token ids),
+its token ids equal the prompt's, and an HMAC of the key and all tensor bytes matches the one written with it;
+anything else is reported and rebuilt, and the file is deleted only if it is still the very file that failed. Files
+are written to a temporary name and renamed into place (``os.replace``), so readers never see half a file. The
+directory is capped in size; the least recently used entries (file modification time, refreshed on every use) are
+evicted first. Renames into place, evictions and deletions of bad entries take the directory's lock (``flock``), so
+no process deletes a file another has just written.
 
 The cache is an optimisation: :meth:`DocCache.load` and :meth:`DocCache.store` never raise; whatever goes wrong
 (a damaged file, a full disk, a read-only directory) becomes a miss or "not stored", with the reason.
@@ -34,8 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..engine.prefix_state import PrefixLayoutMismatch, PrefixState, check_layout, check_window_positions
 from .keys import FORMAT_VERSION, key_text
-from .prefix_layout import PrefixLayoutMismatch, check_prefix_tensors, expected_prefix_layout
 from .secret import SecretUnavailable, keyed_digest, load_secret
 from .tensor_file import BadTensorFile, read_metadata, read_tensors
 
@@ -48,6 +50,7 @@ SUFFIX = ".safetensors"
 _TEMP_PREFIX = ".tmp-"
 _LOCK_NAME = ".lock"
 _STALE_TEMP_S = 3600.0
+PREFIX_IDS = "prefix_ids"  # the tensor of the prefix's token ids, stored beside its state's tensors
 
 
 def docs_dir() -> Path:
@@ -81,35 +84,13 @@ def _signature(secret: bytes, key: str, tensors: dict) -> str:
     return mac.hexdigest()
 
 
-def export_prefix(cache, prefix_ids: list[int]) -> dict:
-    """The tensors that rebuild ``cache`` (an uncompressed prefix from ``build_prefix``), on the CPU.
-
-    They are the cache's :meth:`~snapkv_cli.engine.SnapKVCache.prefix_state` plus the prefix token ids.
-    """
+def _entry_tensors(state: PrefixState, prefix_ids: list[int]) -> dict:
+    """What an entry's file holds: the prefix's token ids and its ``state``'s tensors, on the CPU."""
     import torch
 
-    try:
-        state = cache.prefix_state()
-    except ValueError as error:
-        raise UnsupportedPrefix(str(error)) from None
-    tensors = {"prefix_ids": torch.tensor(prefix_ids, dtype=torch.int64)}
-    tensors.update({name: tensor.detach().to("cpu").contiguous() for name, tensor in state.items()})
+    tensors = {PREFIX_IDS: torch.tensor(prefix_ids, dtype=torch.int64)}
+    tensors.update({name: tensor.detach().to("cpu").contiguous() for name, tensor in state.tensors().items()})
     return tensors
-
-
-def import_prefix(tensors: dict, model, window_size: int, attention_sums: bool):
-    """A ``SnapKVCache`` prefix equivalent to the one ``build_prefix`` built, from :func:`export_prefix`'s tensors.
-
-    The layers' tensors are taken out of ``tensors`` as they are copied in, so at most one extra layer is alive.
-    """
-    from ..engine import SnapKVCache
-
-    return SnapKVCache.from_prefix_state(tensors, model.config, window_size, accumulate_attention=attention_sums,
-                                         device=model.device)
-
-
-class UnsupportedPrefix(Exception):
-    """This prefix cannot be stored (sliding-window layers, ...): the run goes on without the disk cache."""
 
 
 class CorruptEntry(Exception):
@@ -117,7 +98,8 @@ class CorruptEntry(Exception):
 
 
 def _validate(tensors: dict, metadata: dict, key: dict, prefix_ids: list[int], model, secret: bytes) -> None:
-    """Raise :class:`CorruptEntry` unless the entry is exactly the prefix ``key`` names, for ``model``."""
+    """Raise :class:`CorruptEntry` (or, for tensors this model's prefix cannot have, ``PrefixLayoutMismatch``) unless
+    the entry is exactly the prefix ``key`` names, for ``model``."""
     import torch
 
     if metadata.get("format") != FORMAT_NAME or metadata.get("format_version") != str(FORMAT_VERSION):
@@ -128,19 +110,12 @@ def _validate(tensors: dict, metadata: dict, key: dict, prefix_ids: list[int], m
         raise CorruptEntry("unreadable key in the metadata") from None
     if stored_key != key:
         raise CorruptEntry("metadata does not match this model, template or document")
-    layout = expected_prefix_layout(model.config, model.dtype, len(prefix_ids), key["window_size"],
-                                    key["attention_sums"])
-    try:
-        check_prefix_tensors(tensors, layout)
-    except PrefixLayoutMismatch as error:
-        raise CorruptEntry(str(error)) from None
-    if tensors["prefix_ids"].tolist() != list(prefix_ids):
-        raise CorruptEntry("stored token ids differ from the prompt's")
     length = len(prefix_ids)
-    expected_positions = torch.arange(length - min(key["window_size"], length), length)
-    for name, tensor in tensors.items():
-        if name.endswith(".window_positions") and not torch.equal(tensor, expected_positions):
-            raise CorruptEntry(f"layer {name.split('.')[1]}: wrong window positions")
+    check_layout(tensors, {PREFIX_IDS: ((length,), torch.int64), **PrefixState.layout(
+        model.config, model.dtype, length, key["window_size"], key["attention_sums"])})
+    if tensors[PREFIX_IDS].tolist() != list(prefix_ids):
+        raise CorruptEntry("stored token ids differ from the prompt's")
+    check_window_positions(tensors, length, key["window_size"])
     if not _same_digest(_signature(secret, metadata["key"], tensors), metadata.get("checksum", "")):
         raise CorruptEntry("checksum mismatch (the file changed after it was written, or another key signed it)")
 
@@ -254,14 +229,17 @@ class DocCache:
                 return Lookup("rebuilt", path, reason=f"could not read it ({_short(error)})")
             try:
                 _validate(tensors, metadata, key, prefix_ids, model, secret)
-            except CorruptEntry as error:
+            except (CorruptEntry, PrefixLayoutMismatch) as error:
                 return self._rejected(path, info, str(error))
             except Exception as error:
                 return Lookup("rebuilt", path, reason=f"could not check it ({_short(error)})")
             with contextlib.suppress(OSError, NotImplementedError):
                 os.utime(file.fileno())  # last use, for the LRU order: this very file, whatever the name holds now
         try:
-            cache = import_prefix(tensors, model, key["window_size"], key["attention_sums"])
+            from ..engine import SnapKVCache
+
+            state = PrefixState.from_tensors(tensors, model.config, key["attention_sums"])
+            cache = SnapKVCache.from_prefix_state(state, model.config, key["window_size"], device=model.device)
         except Exception as error:
             return Lookup("rebuilt", path, reason=f"could not load it ({_short(error)})")
         return Lookup("hit", path, cache=cache, seconds=time.perf_counter() - started, bytes=info.st_size)
@@ -283,9 +261,11 @@ class DocCache:
         Never raises: a full disk, a read-only directory or anything else is "not stored" with the reason.
         """
         try:
-            tensors = export_prefix(cache, prefix_ids)
-        except UnsupportedPrefix as error:
-            return False, str(error), 0
+            try:
+                state = cache.prefix_state()
+            except ValueError as error:  # a compressed cache, sliding-window layers: no prefix to store
+                return False, str(error), 0
+            tensors = _entry_tensors(state, prefix_ids)
         except Exception as error:
             return False, f"could not export the prefix ({_short(error)})", 0
         size = sum(t.numel() * t.element_size() for t in tensors.values())

@@ -4,7 +4,8 @@ Decoding then appends to the compressed layers as usual. The attention modules m
 :func:`snapkv_cli.engine.hooks.prepare` so the cache can recompute the observation window's queries from each
 layer's hidden states (this works under any attention implementation: eager, sdpa, flash). The cache stores and
 keeps the books; what a layer gathers before it is compressed is in :mod:`.pending`, compressing it in
-:mod:`.compression` (the policy selects), its record in :mod:`.records`, a stored prefix in :mod:`.prefix_state`.
+:mod:`.compression` (the policy selects), its record in :mod:`.records`, an uncompressed prefix as one value
+(what the document cache stores) in :mod:`.prefix_state`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .masking import CompressedLayerMask
 from .pending import ChunkQueries, PendingLayer
 from .policies import POLICIES
 from .prefix_norms import PrefixValueNorms
-from .prefix_state import export_prefix, import_prefix
+from .prefix_state import PrefixLayer, PrefixState
 from .records import LayerRecord, longest_prompt, summarize, uncompressed_record
 from .settings import CompressionSettings
 from .threads import one_cpu_thread
@@ -205,26 +206,42 @@ class SnapKVCache(DynamicCache):
         fork.pending = {index: replace(pending) for index, pending in self.pending.items()}
         return fork
 
-    # -- an uncompressed prefix as plain tensors (the document cache stores this) -----------------------------
-    def prefix_state(self) -> dict[str, torch.Tensor]:
-        """The tensors that rebuild this uncompressed prefix (filled inside :meth:`deferred`), keyed by name
-        (:mod:`snapkv_cli.engine.prefix_state` lists them). The tensors are the cache's own (not copies).
+    # -- an uncompressed prefix as one value (the document cache stores it) -----------------------------------
+    def prefix_state(self) -> PrefixState:
+        """This uncompressed prefix (filled inside :meth:`deferred`) as a :class:`~.prefix_state.PrefixState` of the
+        cache's own tensors (not copies).
+
         Raises ``ValueError`` for a compressed cache or sliding-window layers (their states are not the prompt).
         """
-        return export_prefix(self)
+        if self.records:
+            raise ValueError("only an uncompressed prefix (filled inside deferred()) has a prefix state")
+        if any(self.is_sliding):
+            raise ValueError("the model has sliding-window layers, whose prefix cannot be exported")
+        layers = []
+        for index, layer in enumerate(self.layers):
+            pending = self.pending.get(index)
+            if pending is None or pending.window_queries is None:
+                raise ValueError(f"layer {index} has no window queries: prefill the prefix first")
+            sums = pending.accumulated_attention if self.accumulate_attention else None
+            layers.append(PrefixLayer(layer.keys, layer.values, pending.window_queries, pending.window_positions, sums))
+        return PrefixState(layers)
 
     @classmethod
-    def from_prefix_state(cls, state: dict[str, torch.Tensor], config, window_size: int, *,
-                          accumulate_attention: bool = False, device: torch.device | str | None = None
-                          ) -> SnapKVCache:
-        """The uncompressed prefix that :meth:`prefix_state` described, ready for :meth:`fork`.
+    def from_prefix_state(cls, state: PrefixState, config, window_size: int, *,
+                          device: torch.device | str | None = None) -> SnapKVCache:
+        """The uncompressed prefix ``state`` describes (a prefix of ``config``'s model), ready for :meth:`fork`.
 
-        Each layer's tensors are popped from ``state`` as they are moved to ``device``, so at most one extra layer
-        is alive at a time. ``state`` must hold every part of every layer of ``config``'s model.
+        The state's layers are taken out of it as they are moved to ``device`` (it is empty afterwards), so at most
+        one extra layer is alive at a time. It keeps attention sums if the state has them.
         """
         settings = CompressionSettings(method="full", window_size=window_size, max_capacity_prompt=window_size + 1)
-        cache = cls(settings=settings, config=config, accumulate_attention=accumulate_attention)
-        import_prefix(cache, state, device)
+        cache = cls(settings=settings, config=config, accumulate_attention=state.attention_sums)
+        for index, (layer, stored) in enumerate(zip(cache.layers, state.take_layers(), strict=True)):
+            stored = stored.to(device)
+            layer.update(stored.keys, stored.values)
+            cache.pending[index] = PendingLayer(window_queries=stored.window_queries,
+                                                window_positions=stored.window_positions,
+                                                accumulated_attention=stored.accumulated_attention)
         return cache
 
     # -- reporting -------------------------------------------------------------------------------------------

@@ -9,15 +9,7 @@ every list of methods: the registry, the ``--method`` help, the benchmark tables
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-
-
-def with_defaults(text: str) -> str:
-    """A method's ``description`` or ``keeps`` as shown: each ``{setting}`` in it (with a format spec if any) replaced
-    by that compression setting's library default, so the text never restates a default that may change."""
-    from .settings import CompressionSettings  # the settings read this registry: imported when a text is shown
-
-    return text.format(**{field.name: field.default for field in fields(CompressionSettings)})
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -25,7 +17,7 @@ class Method:
     """One compression method and what the rest of the program needs to know of it without running it."""
 
     name: str
-    description: str  # one line: what the --method help says of it (through with_defaults)
+    description: str  # one line: what the --method help says of it (through settings.with_defaults)
     keeps: str  # Markdown: what each layer and KV head keeps (the README's methods table, through with_defaults)
     paper: str = ""  # Markdown link to its paper
     compresses: bool = True  # False: the full cache, no budget applies

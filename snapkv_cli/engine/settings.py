@@ -95,6 +95,12 @@ def cli_setting(name: str):
     return CLI_DEFAULTS[name] if name in CLI_DEFAULTS else library_default(name)
 
 
+def with_defaults(text: str) -> str:
+    """A method's ``description`` or ``keeps`` (:mod:`.methods`) as shown: each ``{setting}`` in it (with a format
+    spec if any) replaced by that setting's library default, so the text never restates a default that may change."""
+    return text.format(**{field_.name: field_.default for field_ in fields(CompressionSettings)})
+
+
 def alternatives(values) -> str:
     """``a, b or c``."""
     values = [str(value) for value in values]

@@ -2,15 +2,16 @@
 
 During a SnapKV prefill each layer's uncompressed keys and values are freed as soon as the layer is compressed.
 glibc's allocator, left to its defaults (as plain transformers runs), keeps such freed blocks in its heap and reuses
-them for the next layer's activations and KV, so the peak RSS stays near what is alive at once (at 8k tokens the
-issue 11 work saw 360 MiB of full-cache KV and SnapKV's peak 350-430 MiB below the full cache's; not yet recorded
-in docs/: ``benchmarks/prefill_bench.py`` measures it).
+them for the next layer's activations and KV, so the peak RSS stays near what is alive at once: below the full
+cache's by about the KV that compression saves (``benchmarks/prefill_bench.py`` measures it; docs/benchmarks.md has
+its results).
 
-What this module must not do is fix glibc's mmap threshold low (this project used 64 KiB until issue 11): every
-block above it then becomes a fresh mapping whose pages fault in again on every layer; at 8k tokens that doubled
-the prefill's page faults (4.6 M against 2.3 M) and cost 10-15% of its time against plain transformers. Instead,
-:func:`return_freed_memory_to_os` asks glibc once, after the prefill, to hand back the free pages of its heap
-(``malloc_trim``), so the resident memory while decoding reflects the compressed cache.
+What this module must not do is fix glibc's mmap threshold low (at 64 KiB, say): every block above it then becomes
+a fresh mapping whose pages fault in again on every layer; at 8k tokens that doubled the prefill's page faults
+(4.6 M against 2.3 M) and cost 10-15% of its time against plain transformers (``prefill_bench``'s
+``default-mmap64k`` variant measures it). Instead, :func:`return_freed_memory_to_os` asks glibc once, after the
+prefill, to hand back the free pages of its heap (``malloc_trim``), so the resident memory while decoding reflects
+the compressed cache.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ..engine.words import prompt_word_ids
 from ..progress import Progress
 from .allocator import return_freed_memory_to_os
 from .options import GenerationOptions
-from .stopping import LOOP_RULE, STOP_REASONS, StopRule
+from .stopping import LOOP_RULE, StopRule
 from .streaming import AnswerText
 
 
@@ -31,7 +31,8 @@ class GenerationResult:
     decode_s: float
     decode_steps: int  # forwards after the prefill (the first token comes from the prefill's logits)
     reused_prefix_tokens: int = 0
-    stopped_by: str = "eos"  # "eos", "max_new_tokens", "repetition", or the stop string that ended the answer
+    stop_reason: str = "eos"  # why the answer ended: a key of .stopping.STOP_REASONS
+    stop_string: str | None = None  # the stop string that ended the answer, when one did
     stop_strings: tuple[str, ...] = ()  # the stop strings in force (none: only the end-of-sequence token)
     stop_on_repeat: bool = True  # whether the loop rule was in force
     repeated: str | None = None  # the text of the n-gram that looped, when a loop ended the answer
@@ -39,13 +40,6 @@ class GenerationResult:
     @property
     def decode_tokens_per_s(self) -> float:
         return self.decode_steps / self.decode_s if self.decode_s > 0 else 0.0
-
-    @property
-    def stop_reason(self) -> str:
-        """Why the answer ended: a key of :data:`.stopping.STOP_REASONS` (a stop string's is
-        ``stop_string``)."""
-        return self.stopped_by if self.stopped_by in STOP_REASONS and self.stopped_by not in self.stop_strings \
-            else "stop_string"
 
 
 def stop_token_ids(model, tokenizer) -> set[int]:
@@ -86,7 +80,7 @@ def prefill(model, input_ids: list[int], cache: SnapKVCache, *, start: int = 0, 
     """
     if not input_ids:  # a prompt no longer than its shared prefix, an empty prefix: no logits to return
         raise ValueError("nothing to prefill: the prompt needs at least one token beyond its shared prefix")
-    if chunk_size is not None and chunk_size < 1:  # a negative one used to prefill nothing and return None
+    if chunk_size is not None and chunk_size < 1:  # a negative one would prefill nothing (no chunk in the range)
         raise ValueError(f"chunk_size must be a positive number of tokens (or None: one pass), got {chunk_size}")
     device = model.device
     chunk_size = chunk_size or len(input_ids)
@@ -149,7 +143,7 @@ def generate_answer(
     With ``prefix`` (from :func:`build_prefix` over the first ``prefix.get_seq_length()`` tokens of ``input_ids``),
     only the rest of the prompt is prefilled, on a fork of the prefix, and the selection still sees every key.
     The answer ends at an end-of-sequence token, a stop string, a loop (``options.stop_on_repeat``) or the token
-    limit; ``stopped_by`` says which.
+    limit; ``stop_reason`` says which (and ``stop_string`` which stop string).
     """
     prepare(model)
     device = model.device
@@ -166,7 +160,7 @@ def generate_answer(
     loops = LOOP_RULE.watch() if options.stop_on_repeat else None
     repeated = None
     decode_steps = 0
-    stopped_by = "max_new_tokens"
+    stop_reason, stop_string = "max_new_tokens", None
     beyond = f" after the {start}-token prefix" if start else ""
     with torch.inference_mode():
         synchronize(device)
@@ -182,16 +176,16 @@ def generate_answer(
             token = _next_token(logits, options.temperature, generator)
             token_id = int(token)
             if token_id in stops:
-                stopped_by = "eos"
+                stop_reason = "eos"
                 break
             if progress is not None:
                 progress.advance(1)
             if text.add(token_id):
-                stopped_by = text.stop_string
+                stop_reason, stop_string = "stop_string", text.stop_string
                 break
             looped = loops.add(token_id) if loops is not None else None
             if looped is not None:
-                stopped_by, repeated = "repetition", tokenizer.decode(list(looped), skip_special_tokens=True)
+                stop_reason, repeated = "repetition", tokenizer.decode(list(looped), skip_special_tokens=True)
                 break
             if step + 1 == options.max_new_tokens:
                 break
@@ -204,5 +198,5 @@ def generate_answer(
     answer = text.finish()
     return GenerationResult(answer=answer, generated_ids=text.ids, prompt_tokens=prompt_length, cache=cache,
                             prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps,
-                            reused_prefix_tokens=start, stopped_by=stopped_by, stop_strings=options.stop_strings,
-                            stop_on_repeat=options.stop_on_repeat, repeated=repeated)
+                            reused_prefix_tokens=start, stop_reason=stop_reason, stop_string=stop_string,
+                            stop_strings=options.stop_strings, stop_on_repeat=options.stop_on_repeat, repeated=repeated)

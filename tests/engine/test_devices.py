@@ -77,9 +77,9 @@ def test_a_prefix_state_is_loaded_onto_the_device_asked():
     model = tiny_model("llama")
     with attached(model):
         prefix = build_prefix(model, prompt_ids(20)[0].tolist(), 4, accumulate_attention=True)
-    state = prefix.prefix_state()
-    rebuilt = SnapKVCache.from_prefix_state(dict(state), model.config, 4, accumulate_attention=True, device="meta")
-    loaded = rebuilt.prefix_state()
+    state = prefix.prefix_state().tensors()
+    rebuilt = SnapKVCache.from_prefix_state(prefix.prefix_state(), model.config, 4, device="meta")
+    loaded = rebuilt.prefix_state().tensors()
     assert loaded.keys() == state.keys()
     assert all(tensor.device.type == "meta" and tensor.shape == state[name].shape for name, tensor in loaded.items())
 

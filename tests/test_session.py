@@ -15,7 +15,7 @@ from transformers import PretrainedConfig
 
 import snapkv_cli.answering.session as pipeline
 from snapkv_cli.answering.documents import Document, Page
-from snapkv_cli.doc_cache import DocCache, export_prefix
+from snapkv_cli.doc_cache import DocCache
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.errors import PromptTooLong, UserError
 from snapkv_cli.generation import GenerationOptions
@@ -29,13 +29,6 @@ DOCUMENT = Document("notes.txt", "text", (Page(1, "The lamp was lit at dusk. Dun
 SNAPKV = CompressionSettings(method="snapkv", window_size=8, max_capacity_prompt=48)
 H2O = CompressionSettings(method="h2o", window_size=8, max_capacity_prompt=48)
 FOUR = GenerationOptions(max_new_tokens=4)
-
-
-@pytest.fixture(scope="module")
-def loaded(tiny_model_path):
-    from snapkv_cli.models.loader import load_model
-
-    return load_model(tiny_model_path, device="cpu")
 
 
 @pytest.fixture
@@ -116,7 +109,8 @@ def test_the_document_cache_reports_the_bytes_it_stored_or_refused(loaded, tmp_p
 
     refusing = session(loaded, doc_cache=DocCache(tmp_path / "tiny", max_bytes=1))
     refused = refusing.ask("What is the code?")
-    expected = sum(t.numel() * t.element_size() for t in export_prefix(refusing.prefix.cache, session_prefix).values())
+    state = refusing.prefix.cache.prefix_state().tensors().values()
+    expected = sum(t.numel() * t.element_size() for t in state) + 8 * len(session_prefix)  # and the int64 token ids
     assert refused.report.doc_cache.status == "not_stored" and refused.report.doc_cache.bytes == expected
     assert info.bytes == Path(info.path).stat().st_size  # what the entry takes on disk
 
