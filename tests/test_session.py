@@ -241,3 +241,28 @@ def test_context_length_falls_back_to_the_tokenizer():
     assert pipeline.context_length(loaded) == 777
     config.max_position_embeddings = 512
     assert pipeline.context_length(loaded) == 512
+
+
+def test_the_runner_s_wall_time_holds_the_prompt_it_builds_and_shows_first(loaded, template, monkeypatch):
+    """The runner builds the prompt, shows it, then asks: the answer's wall time still starts at the question."""
+    from snapkv_cli.answering.presenter import Presenter
+    from snapkv_cli.answering.runner import Runner, RunOptions
+
+    shown = []
+
+    class Showing(Presenter):
+        def prompt(self, prompt, window_size, index, total):
+            shown.append((prompt.length, window_size, index, total))
+
+    real = pipeline.DocumentSession.build_prompt
+
+    def slow_build(self, question, settings=None):
+        time.sleep(0.3)
+        return real(self, question, settings)
+
+    monkeypatch.setattr(pipeline.DocumentSession, "build_prompt", slow_build)
+    runner = Runner(RunOptions(settings=SNAPKV, generation=FOUR, template=template), Showing(),
+                    load_model=lambda *args, **kwargs: loaded)
+    [answer] = runner.ask(DOCUMENT, ["What is the code?"])
+    assert shown == [(answer.prompt.length, 8, 0, 1)]
+    assert answer.report.timings.wall_s >= 0.3  # the prompt's build is part of the answer's wall time

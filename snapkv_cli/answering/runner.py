@@ -8,6 +8,7 @@ questions they feed it and the presenter they give it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -99,9 +100,10 @@ class Runner:
         """Answer one question in ``session``, reporting its prompt, streamed text and result."""
         presenter = self.presenter
         presenter.question(question, index, total)
+        asked_at = time.perf_counter()
         prompt = session.build_prompt(question)
         presenter.prompt(prompt, session.settings.window_size, index, total)
-        answer = session.ask(question, generate=generate, prompt=prompt)
+        answer = session.ask(question, generate=generate, prompt=prompt, asked_at=asked_at)
         presenter.answered(answer, index, total)
         return answer
 

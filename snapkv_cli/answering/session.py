@@ -141,14 +141,15 @@ class DocumentSession:
 
     # -- answering ---------------------------------------------------------------------------------------------
     def ask(self, question: str, *, settings: CompressionSettings | None = None, generate: bool = True,
-            prompt: Prompt | None = None) -> Answer:
+            prompt: Prompt | None = None, asked_at: float | None = None) -> Answer:
         """Answer one question (with the session's settings, or ``settings`` for this question only); ``prompt``:
-        its prompt, when the caller built it already with :meth:`build_prompt` (to show it before the prefill).
+        its prompt, when the caller built it already with :meth:`build_prompt` (to show it before the prefill), and
+        ``asked_at`` the ``time.perf_counter()`` reading from before it did (the answer's wall time starts there).
 
         ``generate=False`` stops after the prefill and selection (the answer is empty): the prompt is the very one
         a generating run sees, since ``max_new_tokens`` still reserves its room in the context.
         """
-        started = time.perf_counter()
+        started = time.perf_counter() if asked_at is None else asked_at
         settings = settings or self.settings
         prompt = prompt or self.build_prompt(question, settings)
         options = self.generation if generate else replace(self.generation, max_new_tokens=0)
