@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peers import llamacpp_bench as bench
-from benchmarks.peers import llamacpp_runner as runner  # functions only: llama.cpp is imported in main()
+from tools.peers import llamacpp_bench as bench
+from tools.peers import llamacpp_runner as runner  # functions only: llama.cpp is imported in main()
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNER = ROOT / "benchmarks" / "peers" / "llamacpp_runner.py"
+RUNNER = ROOT / "tools" / "peers" / "llamacpp_runner.py"
 
 
 def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():

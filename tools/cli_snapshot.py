@@ -1,8 +1,8 @@
 """``snapkv ask --json`` and ``snapkv inspect --json`` over combinations of options on a tiny model, written to a file
 and compared later: a change that should only move code must leave every answer and every report as it was.
 
-    .venv/bin/python -m benchmarks.cli_snapshot --write /tmp/cli_before.json   # on the code before the change
-    .venv/bin/python -m benchmarks.cli_snapshot --compare /tmp/cli_before.json  # on the code after it
+    .venv/bin/python -m tools.cli_snapshot --write /tmp/cli_before.json   # on the code before the change
+    .venv/bin/python -m tools.cli_snapshot --compare /tmp/cli_before.json  # on the code after it
 
 The commands run in this process through Typer's ``CliRunner`` on the tiny Llama of ``tests/tiny_models.py`` (saved
 as a model directory), on a text file, a Markdown file, an HTML file, a PDF and stdin. What varies from run to run

@@ -1,7 +1,7 @@
 """The headline NIAH figure from a ``snapkv bench niah --json`` result: full, SnapKV 1024, SnapKV 256 and the best
 other method (:func:`snapkv_cli.bench.niah.best_other`), side by side.
 
-    .venv/bin/python -m benchmarks.niah_figure docs/results/niah/niah.json docs/results/niah/niah_headline.png
+    .venv/bin/python -m tools.niah_figure docs/results/niah/niah.json docs/results/niah/niah_headline.png
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Prefill of ``snapkv ask`` against plain transformers, side by side in one run.
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.prefill_bench --length 8192 --budget 1024 --rounds 3 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.prefill_bench --length 8192 --budget 1024 --rounds 3 \
         --json docs/results/prefill.json
 
 Every measurement is a fresh process (as a one-shot ``snapkv ask`` is: the allocator's state and the peak RSS

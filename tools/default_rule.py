@@ -1,10 +1,10 @@
 """Apply the committed rule that chooses the default method (docs/decisions/2026-12-02-default-method-rule.md) to
 the confirmation run's JSON, and print the decision with every number it rests on.
 
-    .venv/bin/python -m benchmarks.default_rule docs/results/default_rule
+    .venv/bin/python -m tools.default_rule docs/results/default_rule
 
 Reads ``synthetic.json`` and ``docqa.json`` (``snapkv bench accuracy --json``), ``niah.json`` (``snapkv bench niah
---json``) and ``prefill.json`` (``benchmarks.methods_timing --out``) from the folder. This file is the rule in code:
+--json``) and ``prefill.json`` (``tools.methods_timing --out``) from the folder. This file is the rule in code:
 it was written and committed with the note, before the run.
 
 - Pairs: every (task, length, sample) both runs answered where the full cache answered right; retention = kept / those.

@@ -1,7 +1,7 @@
 """Run NVIDIA kvpress's presses on given prompts (token ids), in kvpress's own virtual environment.
 
-Started by ``benchmarks/peers/peers_bench.py`` as
-``.venv-kvpress/bin/python benchmarks/peers/kvpress_runner.py MODEL_DIR`` (by path: not as a module of this checkout).
+Started by ``tools/peers/peers_bench.py`` as
+``.venv-kvpress/bin/python tools/peers/kvpress_runner.py MODEL_DIR`` (by path: not as a module of this checkout).
 It reads one JSON request per line on stdin and answers one JSON line per request on stdout; the driver scores
 the answers. Nothing of snapkv-cli may be importable here: the runner refuses to start if it is, and every answer
 records whether it was loaded, with kvpress's and transformers' versions and the press's class and parameters.
@@ -85,7 +85,7 @@ def kept_by_kvpress(tokens: int, ratio: float) -> int:
 def refuse_if_snapkv_importable() -> None:
     if importlib.util.find_spec(PACKAGE) is not None or PACKAGE in sys.modules:
         sys.exit(f"kvpress_runner: refusing to run: {PACKAGE} is importable here, so the baseline would not be "
-                 "kvpress alone; run it with the kvpress virtual environment (benchmarks/peers/kvpress_venv.sh)")
+                 "kvpress alone; run it with the kvpress virtual environment (tools/peers/kvpress_venv.sh)")
 
 
 def main(argv: list[str]) -> int:

@@ -1,12 +1,12 @@
 """Write a long multi-page PDF of real prose with one planted fact, for long-document runs
-(benchmarks/long_document_run.py).
+(tools/long_document_run.py).
 
 The prose is the benchmark haystack (paragraphs of Python's own documentation topics, no download); the fact is a
 paragraph in the middle of page ``--fact-page``. Deterministic for given arguments.
 
 Usage::
 
-    .venv/bin/python -m benchmarks.make_long_document --pages 40 --out /tmp/long.pdf
+    .venv/bin/python -m tools.make_long_document --pages 40 --out /tmp/long.pdf
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The default model's weights in float32, bfloat16 and int8 on a CPU: prefill and decode speed, load time and peak
 memory of ``snapkv ask``, side by side in one run.
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.weight_dtype_bench --rounds 3 --threads 1 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.weight_dtype_bench --rounds 3 --threads 1 \
         --json docs/results/weight_dtype.json
 
 Every measurement is a fresh ``snapkv ask --json`` process (its report gives prefill_s, decode tok/s, load_s and peak

@@ -1,14 +1,14 @@
 """snapkv-cli against NVIDIA kvpress's SnapKVPress, side by side in one run, on the same prompts (token ids).
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.peers.peers_bench \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.peers.peers_bench \
         --json docs/results/peers/peers.json --markdown docs/results/peers/peers.md
 
 The prompts are Needle In A Haystack cells (``snapkv bench niah``'s documents and prompt) and ``snapkv bench
 accuracy`` samples (its test split's first samples, its template, prompt limit and answer room), built once here
 with the model's tokenizer. For each
 prompt this process runs snapkv-cli (a fresh prefill per configuration, as ``snapkv ask`` does, so its seconds
-compare with kvpress's), then hands the same token ids to ``benchmarks/peers/kvpress_runner.py`` running in kvpress's
-own virtual environment (``benchmarks/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
+compare with kvpress's), then hands the same token ids to ``tools/peers/kvpress_runner.py`` running in kvpress's
+own virtual environment (``tools/peers/kvpress_venv.sh``), which returns kvpress's generated token ids. Both are
 decoded with the same tokenizer and scored by the bench's own scorers (the NIAH exact/partial score; the task's
 exact-set rule, which rejects distractors).
 
@@ -18,7 +18,7 @@ window, kernel and pooling (the one to compare with ``kvpress-ours``, kvpress's 
 (:func:`snapkv_cli.bench.grid.default_label`), and ``kvpress-nearest`` kvpress's press nearest to that default (it
 has none of the same method). ``--rows`` runs some of them:
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.peers.peers_bench --rows full,default,kvpress-nearest \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.peers.peers_bench --rows full,default,kvpress-nearest \
         --json docs/results/peers/peers_default.json
 """
 
@@ -142,7 +142,7 @@ def score(prompt: dict, answer: str) -> dict:
 def start_kvpress(args, model_dir: str) -> subprocess.Popen:
     python = Path(args.kvpress_venv).absolute() / "bin" / "python"  # not resolved: the venv's link is the venv
     if not python.exists():
-        sys.exit(f"no kvpress environment at {args.kvpress_venv}: run bash benchmarks/peers/kvpress_venv.sh first")
+        sys.exit(f"no kvpress environment at {args.kvpress_venv}: run bash tools/peers/kvpress_venv.sh first")
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.Popen([str(python), str(HERE / "kvpress_runner.py"), model_dir], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True, env=env, cwd=tempfile.gettempdir())
@@ -174,17 +174,17 @@ def main() -> int:
     return_freed_memory_to_os()  # as the snapkv command does
     import torch
 
-    from benchmarks.peers.kvpress_runner import NEAREST_TO
     from snapkv_cli.answering.session import context_length
     from snapkv_cli.bench.grid import default_label, parse_label
     from snapkv_cli.bench.provenance import provenance, run_start
     from snapkv_cli.engine import CompressionSettings
     from snapkv_cli.generation import GenerationOptions, generate_answer, stop_token_ids
     from snapkv_cli.models.loader import load_model
+    from tools.peers.kvpress_runner import NEAREST_TO
 
     if "kvpress-nearest" in args.rows and parse_label(default_label())[0] != NEAREST_TO:
         sys.exit(f"kvpress-nearest is kvpress's press nearest to {NEAREST_TO}, but the CLI's default is now "
-                 f"{default_label()}: choose the press nearest to it in benchmarks/peers/kvpress_runner.py")
+                 f"{default_label()}: choose the press nearest to it in tools/peers/kvpress_runner.py")
     start = run_start()
     loaded = load_model(args.model, device="cpu", dtype="auto")
     model, tokenizer = loaded.model, loaded.tokenizer

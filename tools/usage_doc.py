@@ -9,8 +9,8 @@ object :meth:`~snapkv_cli.answering.inspection.Inspection.to_json` makes of a sm
 its type and the meaning written in :data:`MEANINGS`; a key the code adds shows up (without a meaning until one is
 written: ``tests/test_usage_doc.py`` asks for it) and a key it drops disappears.
 
-They are generators of ``benchmarks/tables.py``'s blocks (``<!-- generated: usage-index -->`` ...), so
-``python -m benchmarks.tables --write`` rewrites them and ``--check`` fails when the doc has drifted.
+They are generators of ``tools/tables.py``'s blocks (``<!-- generated: usage-index -->`` ...), so
+``python -m tools.tables --write`` rewrites them and ``--check`` fails when the doc has drifted.
 """
 
 from __future__ import annotations

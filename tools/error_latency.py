@@ -1,6 +1,6 @@
 """Time from ``snapkv ask`` with a bad input to its ``Error:`` line, in fresh processes.
 
-    .venv/bin/python -m benchmarks.error_latency --rounds 7
+    .venv/bin/python -m tools.error_latency --rounds 7
 
 Bad inputs a user makes (a missing file, a directory, two bad option values, a page range the PDF does not have,
 a model name that is no model), plus ``snapkv --help`` as the floor (the interpreter, typer and rich, no command

@@ -10,7 +10,7 @@ Both runs are the bench's own commands, the same seed, split, tasks, methods and
         --methods full,snapkv,defensivekv+uniformheads+causalpool --budgets 1024 --dtype $dtype --json \
         > docs/results/dtype/niah_$dtype.json
     done
-    .venv/bin/python -m benchmarks.dtype_accuracy docs/results/dtype --reference float32 --candidate bfloat16
+    .venv/bin/python -m tools.dtype_accuracy docs/results/dtype --reference float32 --candidate bfloat16
 
 Per method label (the full cache included): of the prompts float32 answers right, how many the candidate dtype
 also answers right (retention, with a Wilson 95% interval), how many it gains and loses, and how many answers are

@@ -17,7 +17,7 @@ row to the ``snapkv-gqa`` row paired within each round, and writes JSON with pro
 
 Usage::
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.decode_speed --lengths 2048 4096 8192 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.decode_speed --lengths 2048 4096 8192 \
         --threads 1 2 --dtypes float32 bfloat16 --rounds 3 --out docs/results/decode_speed.json
 """
 

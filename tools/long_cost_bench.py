@@ -10,9 +10,9 @@ tokens/s, the KV bytes the cache holds after the prefill, the peak RSS during th
 
 Usage (heavy: run under the shared lock)::
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.long_cost_bench --model gemma3-270m --threads 1 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.long_cost_bench --model gemma3-270m --threads 1 \
         --lengths 1024,2048,4096,8192,16384,32768 --budgets 1024,256,2048 --out docs/results/long_cost.json
-    .venv/bin/python -m benchmarks.long_cost_bench --plot docs/results/long_cost.json --png docs/long_cost_curves.png \
+    .venv/bin/python -m tools.long_cost_bench --plot docs/results/long_cost.json --png docs/long_cost_curves.png \
         --markdown docs/results/long_cost.md
 
 On a shared 2-core machine, one intra-op thread is steadier (and there faster: with two, every operator waits for a
@@ -185,7 +185,7 @@ def plot(args) -> None:
 
 
 def markdown(rows: list[dict]) -> str:
-    """Every run as a table row, then each method's growth exponents over 4k-32k (``benchmarks/tables.py`` prints this
+    """Every run as a table row, then each method's growth exponents over 4k-32k (``tools/tables.py`` prints this
     into ``docs/benchmarks.md``)."""
     series = by_label(rows)
     threads = sorted({row["torch_threads"] for row in rows})

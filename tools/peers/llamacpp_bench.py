@@ -1,7 +1,7 @@
 """snapkv-cli next to llama.cpp on the same GGUF, the same prompt token ids, the same thread counts, side by side.
 
-    bash benchmarks/peers/llamacpp_venv.sh      # once: llama-cpp-python built from source in .venv-llamacpp
-    .venv/bin/python -m benchmarks.peers.llamacpp_bench --model smollm2 --lengths 2048 4096 8000 --threads 1 2 \
+    bash tools/peers/llamacpp_venv.sh      # once: llama-cpp-python built from source in .venv-llamacpp
+    .venv/bin/python -m tools.peers.llamacpp_bench --model smollm2 --lengths 2048 4096 8000 --threads 1 2 \
         --rounds 3 --json docs/results/peers/llamacpp_smollm2.json
 
 Each measurement is a fresh process, as a user runs either tool:
@@ -9,7 +9,7 @@ Each measurement is a fresh process, as a user runs either tool:
 - **snapkv-cli**: ``snapkv ask DOC QUESTION --json`` with the command's defaults (method, budget, ``--dtype auto``)
   and ``OMP_NUM_THREADS`` set to the thread count. Time to first token is its prefill (selection and compression
   included; the first token comes from the prefill's logits), decode speed its report's.
-- **llama.cpp**: ``benchmarks/peers/llamacpp_runner.py`` in its own environment (it refuses to run where snapkv-cli
+- **llama.cpp**: ``tools/peers/llamacpp_runner.py`` in its own environment (it refuses to run where snapkv-cli
   is importable) on the GGUF the built-in model is converted from, given the prompt's token ids as this checkout's
   prompt builder makes them for ``snapkv ask`` (the same template, chat format and question; the run checks that
   ``snapkv ask`` reported the same prompt length), flash attention on, greedy.

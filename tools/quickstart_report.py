@@ -1,7 +1,7 @@
 """Ask the README's quickstart question and keep the answer's report, from which the README's sample report is drawn
-(``benchmarks.tables`` ``report-panel``), so the panel shown there is a real run's, with its machine and commit.
+(``tools.tables`` ``report-panel``), so the panel shown there is a real run's, with its machine and commit.
 
-    .venv/bin/python -m benchmarks.quickstart_report          # -> docs/results/quickstart.json
+    .venv/bin/python -m tools.quickstart_report          # -> docs/results/quickstart.json
 """
 
 from __future__ import annotations

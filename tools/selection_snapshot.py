@@ -2,8 +2,8 @@
 compared later: a change that should only make the selection faster, or only move code, must leave every kept
 position where it was and every decoded token as it was.
 
-    .venv/bin/python -m benchmarks.selection_snapshot --write /tmp/before.pt   # on the code before the change
-    .venv/bin/python -m benchmarks.selection_snapshot --compare /tmp/before.pt  # on the code after it
+    .venv/bin/python -m tools.selection_snapshot --write /tmp/before.pt   # on the code before the change
+    .venv/bin/python -m tools.selection_snapshot --compare /tmp/before.pt  # on the code after it
 
 Cases: every method, and CriticalKV and DefensiveKV with each setting suffix of the bench grid, on the tiny models of
 four families (tests/tiny_models.py), in float32 and bfloat16, at two prompt lengths and two budgets, each prefilled

@@ -13,7 +13,7 @@ load on a shared machine falls on all of them alike. A method's own work happens
 
 Usage (``run_benchmarks.sh methodstiming``)::
 
-    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.methods_timing --rounds 4 --out docs/results/methods_timing.json
+    OMP_NUM_THREADS=1 .venv/bin/python -m tools.methods_timing --rounds 4 --out docs/results/methods_timing.json
 """
 
 from __future__ import annotations

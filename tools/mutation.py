@@ -1,11 +1,11 @@
 """Mutation testing of the modules whose tests must catch wrong code, with mutmut, one module at a time.
 
-    .venv/bin/python -m benchmarks.mutation --install     # once: mutmut (pinned) into this venv
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.mutation tasks engine pipeline generation
-    .venv/bin/python -m benchmarks.mutation --report      # docs/results/mutation/*.json -> docs/testing.md's table
-    .venv/bin/python -m benchmarks.mutation engine --collect   # a run stopped part way: its JSON
+    .venv/bin/python -m tools.mutation --install     # once: mutmut (pinned) into this venv
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.mutation tasks engine pipeline generation
+    .venv/bin/python -m tools.mutation --report      # docs/results/mutation/*.json -> docs/testing.md's table
+    .venv/bin/python -m tools.mutation engine --collect   # a run stopped part way: its JSON
                                                            # (unfinished = "not checked")
-    .venv/bin/python -m benchmarks.mutation engine --resume    # later, on another machine: test only those
+    .venv/bin/python -m tools.mutation engine --resume    # later, on another machine: test only those
 
 Each module runs in a scratch copy of the tracked files (``--work``, default ``/tmp/snapkv-mutation/<module>``), so
 the work tree stays clean, against only the fast test files that exercise it (``test_files`` below); mutmut further
@@ -129,7 +129,7 @@ def scratch_copy(work: Path) -> None:
 
 def setup_cfg(mutated: list[str], tests: list[str]) -> str:
     lines = ["[mutmut]", "source_paths=snapkv_cli", "only_mutate=", *[f"    {pattern}" for pattern in mutated],
-             "also_copy=", "    benchmarks/", "    examples/", "    prompts/", "    docs/", "    README.md",
+             "also_copy=", "    tools/", "    examples/", "    prompts/", "    docs/", "    README.md",
              "    CONTRIBUTING.md", "    pyproject.toml",
              "pytest_add_cli_args_test_selection=", *[f"    {test}" for test in tests],
              "pytest_add_cli_args=", "    -m", "    not slow", "    -p", "    no:cacheprovider",
@@ -332,7 +332,7 @@ def groups_table() -> str:
 
 def report() -> None:
     """Rewrite the generated table between the markers of ``docs/testing.md`` (its table of groups is a block of
-    ``benchmarks.tables``: it follows from ``MODULES``, not from results)."""
+    ``tools.tables``: it follows from ``MODULES``, not from results)."""
     text = TESTING_MD.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)

@@ -1,7 +1,7 @@
 """Run llama.cpp (through llama-cpp-python) on one prompt given as token ids, in llama.cpp's own virtual environment.
 
-Started by ``benchmarks/peers/llamacpp_bench.py`` as
-``.venv-llamacpp/bin/python benchmarks/peers/llamacpp_runner.py`` (by path, not as a module of this checkout), once
+Started by ``tools/peers/llamacpp_bench.py`` as
+``.venv-llamacpp/bin/python tools/peers/llamacpp_runner.py`` (by path, not as a module of this checkout), once
 per measurement, so that its peak memory is its own. It reads one JSON request on stdin and writes one JSON answer
 on stdout. Nothing of snapkv-cli may be importable here: the runner refuses to start if it is, and the answer
 records that it was not loaded, with llama-cpp-python's version and llama.cpp's system info (the CPU features the
@@ -30,7 +30,7 @@ PACKAGE = "snapkv_cli"
 def refuse_if_snapkv_importable() -> None:
     if importlib.util.find_spec(PACKAGE) is not None or PACKAGE in sys.modules:
         sys.exit(f"llamacpp_runner: refusing to run: {PACKAGE} is importable here, so the baseline would not be "
-                 "llama.cpp alone; run it with the llama.cpp virtual environment (benchmarks/peers/llamacpp_venv.sh)")
+                 "llama.cpp alone; run it with the llama.cpp virtual environment (tools/peers/llamacpp_venv.sh)")
 
 
 def flash_attention_argument(llama_class) -> dict:

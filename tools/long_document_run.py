@@ -1,10 +1,10 @@
 """One question about a long PDF (20-30k tokens) with the 32k built-in model, as a user runs it: `snapkv ask`.
 
-Writes the PDF (``benchmarks/make_long_document.py``: real prose, one planted fact in the middle), runs ``snapkv ask ...
+Writes the PDF (``tools/make_long_document.py``: real prose, one planted fact in the middle), runs ``snapkv ask ...
 --json`` on it in a fresh process with the command line's default method (no ``--method``) and stores that report
 (answer, timings, KV sizes, peak memory) and the default's bench label with where it ran, for ``docs/benchmarks.md``::
 
-    .venv/bin/python -m benchmarks.long_document_run --pages 44 --out docs/results/long_document.json
+    .venv/bin/python -m tools.long_document_run --pages 44 --out docs/results/long_document.json
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from benchmarks import make_long_document
+from tools import make_long_document
 
 
 def main() -> None:

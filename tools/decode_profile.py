@@ -7,7 +7,7 @@ and checks that the prefill asks for the last position's logits only.
 
 Usage::
 
-    .venv/bin/python -m benchmarks.decode_profile --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
+    .venv/bin/python -m tools.decode_profile --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
         --out docs/results/decode_profile.json
 """
 

@@ -12,7 +12,7 @@ worker spent on each answer (its share of the document's prefill, its own prefil
 
 Usage (from the repository root; writes nothing outside a temporary directory unless --out is given):
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.batch_bench [--documents 20] [--tokens 1500]
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.batch_bench [--documents 20] [--tokens 1500]
         [--threads N] [--out docs/batch_bench.json]
 """
 

@@ -1,6 +1,6 @@
 """Regenerate, or check, every benchmark table and every number in the docs' sentences from the committed raw JSON
 (and the README's table of methods from the method registry, docs/usage.md's commands, options and JSON schemas from
-the Typer app and the typed report: :mod:`benchmarks.usage_doc`).
+the Typer app and the typed report: :mod:`tools.usage_doc`).
 
 Tables are blocks in the Markdown files::
 
@@ -23,8 +23,8 @@ speed ``samples``), never from the summaries stored beside them; ``--check`` als
 against the recomputation. A block or value whose JSON is not committed yet says so in words (:func:`not_run`),
 never with numbers from an older run.
 
-    .venv/bin/python -m benchmarks.tables --write   # after a new run: rewrite the blocks
-    .venv/bin/python -m benchmarks.tables --check   # exit 1 and list every block or summary that differs
+    .venv/bin/python -m tools.tables --write   # after a new run: rewrite the blocks
+    .venv/bin/python -m tools.tables --check   # exit 1 and list every block or summary that differs
 
 ``tests/test_docs_tables.py`` runs the check, so a table that no longer follows from its JSON fails the tests.
 """
@@ -38,10 +38,10 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks import default_rule, dtype_accuracy, long_cost_bench, mutation, prefill_bench, usage_doc
-from benchmarks import methods_timing as methods_timing_script
-from benchmarks import selection_cost as selection_cost_script
-from benchmarks.peers import llamacpp_bench, peers_bench
+from tools import default_rule, dtype_accuracy, long_cost_bench, mutation, prefill_bench, usage_doc
+from tools import methods_timing as methods_timing_script
+from tools import selection_cost as selection_cost_script
+from tools.peers import llamacpp_bench, peers_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -286,7 +286,7 @@ def chunked_prefill(plain_path: str, chunked_path: str, length: str, budget: str
 
 def niah_table(path: str) -> str:
     """The exact answers per method, budget and length, recomputed from the outcomes (the headline figure beside it
-    is drawn from the same JSON by ``benchmarks/niah_figure.py``)."""
+    is drawn from the same JSON by ``tools/niah_figure.py``)."""
     from snapkv_cli.bench.niah import outcomes_from_json
     from snapkv_cli.bench.niah_render import niah_rows
 
@@ -391,7 +391,7 @@ def batch_table(path: str) -> str:
 
 
 def long_memory_table(path: str) -> str:
-    """``benchmarks/long_memory_bench.py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
+    """``tools/long_memory_bench.py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
     mib = 2**20
     rows = []
     for run in _load(path)["runs"]:
@@ -407,24 +407,24 @@ def long_memory_table(path: str) -> str:
 
 
 def long_cost_table(path: str) -> str:
-    """``benchmarks/long_cost_bench.py``: cost against prompt length, every run, and the growth exponents."""
+    """``tools/long_cost_bench.py``: cost against prompt length, every run, and the growth exponents."""
     return long_cost_bench.markdown(_load(path)["runs"])
 
 
 def methods_timing(path: str) -> str:
-    """``benchmarks/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
+    """``tools/methods_timing.py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
     the runs."""
     return methods_timing_script.markdown(methods_timing_script.summarize(_load(path)["runs"]))
 
 
 def selection_cost(path: str) -> str:
-    """``benchmarks/selection_cost.py``: every method's selection seconds and share of its one-pass prefill, per
+    """``tools/selection_cost.py``: every method's selection seconds and share of its one-pass prefill, per
     prompt length and threads, recomputed from the runs."""
     return selection_cost_script.markdown(_load(path))
 
 
 def selection_cost_questions(path: str) -> str:
-    """``benchmarks/selection_cost.py``: what each question on a shared document prefix costs, recomputed."""
+    """``tools/selection_cost.py``: what each question on a shared document prefix costs, recomputed."""
     return selection_cost_script.questions_markdown(_load(path))
 
 
@@ -579,7 +579,7 @@ def decode_speed(path: str) -> str:
 
 
 def prefill_table(path: str) -> str:
-    """``benchmarks/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
+    """``tools/prefill_bench.py``: each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
     report = _load(path)
     summary = prefill_bench.summarize(report["runs"])
@@ -600,7 +600,7 @@ def prefill_table(path: str) -> str:
 
 
 def weight_dtype_table(path: str) -> str:
-    """``benchmarks/weight_dtype_bench.py``: each weight variant's prefill and decode speed, their ratios to float32
+    """``tools/weight_dtype_bench.py``: each weight variant's prefill and decode speed, their ratios to float32
     within each round, peak RSS and load time, as min / median / max over the rounds."""
     report = _load(path)
     labels = {"float32": "float32", "bfloat16": "bfloat16", "int8": "bfloat16 + int8", "float32-int8": "float32 + int8"}
@@ -650,7 +650,7 @@ def _check_default_label() -> None:
 
 
 def report_panel(path: str) -> str:
-    """The report panel of a committed answer's JSON (``benchmarks.quickstart_report``), drawn by the CLI's own view
+    """The report panel of a committed answer's JSON (``tools.quickstart_report``), drawn by the CLI's own view
     at 88 columns without colour."""
     from types import SimpleNamespace
 
@@ -804,7 +804,7 @@ def speed_facts(path: str, length: str, budget: str) -> dict[str, str]:
 
 
 def prefill_facts(path: str) -> dict[str, str]:
-    """``benchmarks/prefill_bench.py`` in fresh processes: per variant (``default``, ``snapkv``) the median wall and
+    """``tools/prefill_bench.py`` in fresh processes: per variant (``default``, ``snapkv``) the median wall and
     CPU time against plain transformers, each round's range, its selection's share; the memory target."""
     report = _load(path)
     summary = prefill_bench.summarize(report["runs"])
@@ -851,7 +851,7 @@ def niah_facts(path: str) -> dict[str, str]:
 
 
 def long_memory_facts(path: str) -> dict[str, str]:
-    """``benchmarks/long_memory_bench.py``: the longest prefill's lowest peak RSS and the chunks it ran in."""
+    """``tools/long_memory_bench.py``: the longest prefill's lowest peak RSS and the chunks it ran in."""
     report = _load(path)
     longest = max(run["length"] for run in report["runs"])
     run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])
@@ -904,7 +904,7 @@ def llamacpp_facts(path: str) -> dict[str, str]:
 
 
 def methods_timing_facts(path: str) -> dict[str, str]:
-    """``benchmarks/methods_timing.py``: the prompt, budget, decoded tokens, rounds and threads, and where it ran."""
+    """``tools/methods_timing.py``: the prompt, budget, decoded tokens, rounds and threads, and where it ran."""
     report = _load(path)
     args, where = report["args"], report["provenance"]
     return {"prompt-tokens": f"{report['prompt_tokens']:,}", "budget": str(args["budget"]),
@@ -990,7 +990,7 @@ def default_rule_facts(folder: str) -> dict[str, str]:
 
 
 def selection_cost_facts(path: str) -> dict[str, str]:
-    """``benchmarks/selection_cost.py``: each method's selection as a share of its prefill on one thread, lowest to
+    """``tools/selection_cost.py``: each method's selection as a share of its prefill on one thread, lowest to
     highest over the lengths (``share-snapkv``; the default method as ``share-default``)."""
     rows = _load(path)["rows"]
     lengths = sorted({row["length"] for row in rows})
@@ -1003,7 +1003,7 @@ def selection_cost_facts(path: str) -> dict[str, str]:
 
 
 def long_document_facts(path: str) -> dict[str, str]:
-    """``benchmarks/long_document_run.py``: one ``snapkv ask`` about a long PDF, where it ran, its prompt, answer
+    """``tools/long_document_run.py``: one ``snapkv ask`` about a long PDF, where it ran, its prompt, answer
     (and whether it holds the planted fact), times, cache and memory."""
     result = _load(path)
     report, where = result["report"], result["provenance"]
@@ -1028,7 +1028,7 @@ def long_document_facts(path: str) -> dict[str, str]:
 
 
 def decode_profile_facts(path: str) -> dict[str, str]:
-    """``benchmarks/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
+    """``tools/decode_profile.py``: the output projection's share of a decode step with a large vocabulary."""
     result = _load(path)
     run = result["report"]
     return {
@@ -1100,7 +1100,7 @@ GENERATORS = {
     "selection-cost": selection_cost,
     "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
-    # docs/testing.md: what each mutation group mutates and which tests it runs, from benchmarks/mutation.py
+    # docs/testing.md: what each mutation group mutates and which tests it runs, from tools/mutation.py
     "mutation-groups": mutation.groups_table,
     "usage-index": usage_doc.command_index,
     "usage-commands": usage_doc.command_reference,
@@ -1134,7 +1134,7 @@ def not_run(missing: list[str], partial: bool = False) -> str:
     one = len(missing) == 1
     what = "the numbers above come only from the JSON that is" if partial else "so there are no numbers here"
     return (f"*Not run yet: {names} {'is' if one else 'are'} not committed, {what}. The commands above (all in "
-            f"`benchmarks/run_benchmarks.sh`) write {'it' if one else 'them'}; `python -m benchmarks.tables "
+            f"`tools/run_benchmarks.sh`) write {'it' if one else 'them'}; `python -m tools.tables "
             f"--write` then fills this in.*\n")
 
 
@@ -1178,7 +1178,7 @@ def stored_summaries_mismatches() -> list[str]:
 
     problems = []
     for path in sorted(DOCS.glob("results/**/*.json")):
-        if path.parent.name == "mutation":  # benchmarks/mutation.py's results: counts of mutants, no bench summaries
+        if path.parent.name == "mutation":  # tools/mutation.py's results: counts of mutants, no bench summaries
             continue
         report = json.loads(path.read_text(encoding="utf-8"))
         if path.parent.name == "inspect":  # `snapkv inspect --json` (its own schema, version 1), no bench summaries

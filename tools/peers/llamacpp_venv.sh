@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # A virtual environment for llama.cpp through llama-cpp-python, built here from the registry's source distribution
 # (GGML_NATIVE: the build uses what this CPU computes, AVX-512 included). Used only by
-# benchmarks/peers/llamacpp_runner.py; llama-cpp-python is not a dependency of snapkv-cli. The build takes about
+# tools/peers/llamacpp_runner.py; llama-cpp-python is not a dependency of snapkv-cli. The build takes about
 # 15 minutes on 2 cores.
 #
-#   bash benchmarks/peers/llamacpp_venv.sh [VENV]      # default: .venv-llamacpp in the repository root
+#   bash tools/peers/llamacpp_venv.sh [VENV]      # default: .venv-llamacpp in the repository root
 set -euo pipefail
 VENV=${1:-.venv-llamacpp}
 LLAMA_CPP_PYTHON_VERSION=0.3.36   # the newest on PyPI when this was written

@@ -15,7 +15,7 @@ would change: file size, kept positions and answers.
 
 Usage (from the repository root; writes nothing outside a temporary directory unless --out is given):
 
-    .venv/bin/python -m benchmarks.multi_question_bench [--threads N] [--dtype-check] [--out results.json]
+    .venv/bin/python -m tools.multi_question_bench [--threads N] [--dtype-check] [--out results.json]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A virtual environment for NVIDIA kvpress, apart from the project's (kvpress needs transformers < 5.3; the
-# project runs on 5.24). Used only by benchmarks/peers/kvpress_runner.py; kvpress is not a dependency of snapkv-cli.
+# project runs on 5.24). Used only by tools/peers/kvpress_runner.py; kvpress is not a dependency of snapkv-cli.
 #
-#   bash benchmarks/peers/kvpress_venv.sh [VENV]      # default: .venv-kvpress in the repository root
+#   bash tools/peers/kvpress_venv.sh [VENV]      # default: .venv-kvpress in the repository root
 set -euo pipefail
 VENV=${1:-.venv-kvpress}
 KVPRESS_VERSION=0.5.5          # the newest on PyPI when this was written

@@ -14,7 +14,7 @@ haystack, with SnapKV at budget 1024 (window 32, maxpool 15). Per run it records
 
 Usage (heavy: run under the shared lock)::
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.long_memory_bench \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.long_memory_bench \
         --runs 8192:0,8192:512,8192:1024,8192:2048,8192:4096,32768:1024,32768:2048 --out docs/results/long_memory.json
 
 ``LENGTH:CHUNK`` with chunk 0 for one pass. Prints one JSON line per run; ``--out`` writes them all.

@@ -1,6 +1,6 @@
 """What choosing the kept positions costs, for every method, against the prefill it is part of.
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m benchmarks.selection_cost --rounds 3 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.selection_cost --rounds 3 \
         --out docs/results/selection_cost.json
 
 Every measurement runs in a fresh process (threads and allocator start clean), and the processes take turns round
@@ -180,7 +180,7 @@ def questions_child(length: int, threads: int, dtype: str, budget: int, new_toke
 
 def _child(args: list[str], threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.selection_cost", *args], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tools.selection_cost", *args], env=env, capture_output=True,
                           text=True)
     if done.returncode:
         sys.exit(f"{' '.join(args[:2])} failed:\n{done.stderr[-3000:]}")

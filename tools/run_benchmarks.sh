@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Re-runs the benchmarks behind docs/benchmarks.md and writes their raw JSON (and Markdown) into docs/results/.
-# Then `python -m benchmarks.tables --write` regenerates every table and inline value of the docs from that JSON.
+# Then `python -m tools.tables --write` regenerates every table and inline value of the docs from that JSON.
 #
-#   bash benchmarks/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
-#   bash benchmarks/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
+#   bash tools/run_benchmarks.sh speed              # the speed bench alone (about 30-60 min on 2 cores)
+#   bash tools/run_benchmarks.sh headline methods   # some of: headline methods defaults speed chunked prefill multi
 #                                                  # batch niah peers peersdefault longmem longcost longdoc decodeprofile
 #                                                  # niahlong beyond
 #                                                  # beyonddefault beyondseed1 beyondtune tunecausal tunewords tunewindow
@@ -86,16 +86,16 @@ chunked() {  # the default method's peak memory at 8k with prefill chunks of 204
 }
 
 multi() {  # several questions about one document (docs/multi_question.md), the default method, one thread (15 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/multi_question_bench.py" >&2
-  flock "$lock" python -m benchmarks.multi_question_bench --threads 1 --dtype-check \
+  echo "[$(date -u +%H:%M:%S)] tools/multi_question_bench.py" >&2
+  flock "$lock" python -m tools.multi_question_bench --threads 1 --dtype-check \
     --out docs/multi_question_bench.json.partial > /dev/null
   mv docs/multi_question_bench.json.partial docs/multi_question_bench.json
 }
 
 batch() {  # snapkv batch against a shell loop of snapkv ask, and with Ray (docs/batch.md), the default method, torch's
   # default threads (about 6 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/batch_bench.py" >&2
-  flock "$lock" python -m benchmarks.batch_bench --out docs/batch_bench.json.partial > /dev/null
+  echo "[$(date -u +%H:%M:%S)] tools/batch_bench.py" >&2
+  flock "$lock" python -m tools.batch_bench --out docs/batch_bench.json.partial > /dev/null
   mv docs/batch_bench.json.partial docs/batch_bench.json
 }
 
@@ -103,42 +103,42 @@ niah() {  # the public Needle In A Haystack, 1k-8k x 0-100%, then its headline f
   run "$out/niah/niah.json" bench niah --lengths 1024,2048,4096,6144,8192 --depths 0,25,50,75,100 \
     --methods full,snapkv,pyramidkv,h2o,tova,streamingllm --budgets 256,1024 --max-new-tokens 32 \
     --markdown "$out/niah/niah.md" --png "$out/niah/niah_all.png"
-  python -m benchmarks.niah_figure "$out/niah/niah.json" "$out/niah/niah_headline.png"
+  python -m tools.niah_figure "$out/niah/niah.json" "$out/niah/niah_headline.png"
 }
 
 prefill() {  # the prefill of snapkv ask (the default method; SnapKV beside it) against plain transformers, fresh
   # processes taking turns (about 15 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/prefill_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.prefill_bench --length 8192 --budget 1024 --rounds 3 \
+  echo "[$(date -u +%H:%M:%S)] tools/prefill_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.prefill_bench --length 8192 --budget 1024 --rounds 3 \
     --variants plain,default,snapkv,full --json "$out/prefill.json.partial"
   mv "$out/prefill.json.partial" "$out/prefill.json"
 }
 
 longmem() {  # where the prefill's peak comes from with gemma3-270m at 8k-32k tokens, one thread (about 12 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/long_memory_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.long_memory_bench \
+  echo "[$(date -u +%H:%M:%S)] tools/long_memory_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.long_memory_bench \
     --runs 8192:0,8192:2048,8192:1024,16384:2048,16384:1024,32768:2048,32768:1024 --out "$out/long_memory.json.partial"
   mv "$out/long_memory.json.partial" "$out/long_memory.json"
 }
 
 longcost() {  # cost against prompt length to 32k with gemma3-270m, one fresh process per point, one thread (45 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/long_cost_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.long_cost_bench --model gemma3-270m --threads 1 \
+  echo "[$(date -u +%H:%M:%S)] tools/long_cost_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.long_cost_bench --model gemma3-270m --threads 1 \
     --lengths 1024,2048,4096,8192,16384,32768 --budgets 1024,256,2048 --out "$out/long_cost.json.partial"
   mv "$out/long_cost.json.partial" "$out/long_cost.json"
-  python -m benchmarks.long_cost_bench --plot "$out/long_cost.json" --png docs/long_cost_curves.png > /dev/null
+  python -m tools.long_cost_bench --plot "$out/long_cost.json" --png docs/long_cost_curves.png > /dev/null
 }
 
 longdoc() {  # snapkv ask about a 44-page PDF (about 24k tokens) with gemma3-270m at budget 1024, as a user runs it
   # (the default method), one thread
-  echo "[$(date -u +%H:%M:%S)] benchmarks/long_document_run.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.long_document_run --pages 44 --out "$out/long_document.json.partial"
+  echo "[$(date -u +%H:%M:%S)] tools/long_document_run.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.long_document_run --pages 44 --out "$out/long_document.json.partial"
   mv "$out/long_document.json.partial" "$out/long_document.json"
 }
 
 decodeprofile() {  # the output projection's share of a decode step with gemma3-270m's 262k vocabulary (1 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/decode_profile.py" >&2
-  flock "$lock" python -m benchmarks.decode_profile --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
+  echo "[$(date -u +%H:%M:%S)] tools/decode_profile.py" >&2
+  flock "$lock" python -m tools.decode_profile --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
     --out "$out/decode_profile.json.partial"
   mv "$out/decode_profile.json.partial" "$out/decode_profile.json"
 }
@@ -295,41 +295,41 @@ niahbeyond() {  # issue 17: the public needle (1k-8k x 0-100%) with the candidat
 }
 
 methodstiming() {  # issue 17: every method's prefill and decode next to SnapKV's at 8k tokens, budget 256, one thread
-  echo "[$(date -u +%H:%M:%S)] benchmarks/methods_timing.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.methods_timing --length 8192 --budget 256 --rounds 4 \
+  echo "[$(date -u +%H:%M:%S)] tools/methods_timing.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.methods_timing --length 8192 --budget 256 --rounds 4 \
     --out "$out/methods_timing.json.partial"
   mv "$out/methods_timing.json.partial" "$out/methods_timing.json"
 }
 
 methodstimingdefault() {  # the CLI's default method beside SnapKV, as methodstiming measures the others (about 6 min)
-  echo "[$(date -u +%H:%M:%S)] benchmarks/methods_timing.py --methods $default_label" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.methods_timing --length 8192 --budget 256 --rounds 3 \
+  echo "[$(date -u +%H:%M:%S)] tools/methods_timing.py --methods $default_label" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.methods_timing --length 8192 --budget 256 --rounds 3 \
     --methods "$default_label" --out "$out/methods_timing_default.json.partial"
   mv "$out/methods_timing_default.json.partial" "$out/methods_timing_default.json"
 }
 
 selectioncost() {  # every method's selection against its one-pass prefill, 2k-8k tokens, 1 and 2 threads; -Q questions
-  echo "[$(date -u +%H:%M:%S)] benchmarks/selection_cost.py" >&2
-  flock "$lock" python -m benchmarks.selection_cost --rounds 3 --out "$out/selection_cost.json.partial"
+  echo "[$(date -u +%H:%M:%S)] tools/selection_cost.py" >&2
+  flock "$lock" python -m tools.selection_cost --rounds 3 --out "$out/selection_cost.json.partial"
   mv "$out/selection_cost.json.partial" "$out/selection_cost.json"
 }
 
 peers() {  # kvpress and plain transformers beside snapkv-cli on the same prompts (docs/peers.md), one thread each
   local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
-  [ -x "$venv/bin/python" ] || bash benchmarks/peers/kvpress_venv.sh "$venv"
+  [ -x "$venv/bin/python" ] || bash tools/peers/kvpress_venv.sh "$venv"
   mkdir -p "$out/peers"
-  echo "[$(date -u +%H:%M:%S)] benchmarks/peers/peers_bench.py" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.peers.peers_bench --accuracy-samples 2 --kvpress-venv "$venv" \
+  echo "[$(date -u +%H:%M:%S)] tools/peers/peers_bench.py" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.peers.peers_bench --accuracy-samples 2 --kvpress-venv "$venv" \
     --json "$out/peers/peers.json.partial" --markdown "$out/peers/peers.md"
   mv "$out/peers/peers.json.partial" "$out/peers/peers.json"
 }
 
 peersdefault() {  # the CLI's default method beside kvpress's nearest press and the full cache, same prompts as peers
   local venv=${KVPRESS_VENV:-$PWD/.venv-kvpress}
-  [ -x "$venv/bin/python" ] || bash benchmarks/peers/kvpress_venv.sh "$venv"
+  [ -x "$venv/bin/python" ] || bash tools/peers/kvpress_venv.sh "$venv"
   mkdir -p "$out/peers"
-  echo "[$(date -u +%H:%M:%S)] benchmarks/peers/peers_bench.py --rows full,default,kvpress-nearest" >&2
-  OMP_NUM_THREADS=1 flock "$lock" python -m benchmarks.peers.peers_bench --rows full,default,kvpress-nearest \
+  echo "[$(date -u +%H:%M:%S)] tools/peers/peers_bench.py --rows full,default,kvpress-nearest" >&2
+  OMP_NUM_THREADS=1 flock "$lock" python -m tools.peers.peers_bench --rows full,default,kvpress-nearest \
     --accuracy-samples 2 --kvpress-venv "$venv" --json "$out/peers/peers_default.json.partial"
   mv "$out/peers/peers_default.json.partial" "$out/peers/peers_default.json"
 }
