@@ -1,0 +1,117 @@
+"""The documents API: upload a document, list them, delete one, ask a question of one.
+
+``POST /api/documents`` takes the document as the raw body (its name in ``?name=``) or as the ``file`` field of a
+multipart form; it is read with ``ask``'s readers and limits, the size limit enforced while the body comes in.
+``POST /api/documents/{id}/ask`` with ``{"question": ...}`` (and, like the chat API, ``max_tokens``, ``temperature``,
+``seed``, ``stop`` and ``snapkv: {"settings": {...}}``) streams server-sent events: ``progress`` (a step of the run),
+``text`` (more of the answer), then ``report`` (``ask --json``'s object) or ``error``; with ``"stream": false`` it
+answers ``{"answer", "report"}`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..answering.documents import MAX_DOCUMENT_MB_ENV
+from ..errors import DocumentTooLarge, UserError
+from .bodies import capped, read_json
+from .context import ServerContext
+from .documents import display_name, private_file
+from .errors import ApiError
+from .openai_routes import decoding, requested_settings
+from .sse import AnswerEvents, event, stream_job
+
+COPY_CHUNK = 1 << 20
+FORM_OVERHEAD = 64 * 1024  # a multipart form's headers and boundaries around the file
+
+
+def routes(context: ServerContext) -> list[Route]:
+    store = context.store
+
+    def too_large(name: str, limit: int):
+        return lambda size: context.user_error(DocumentTooLarge(name, size, limit, MAX_DOCUMENT_MB_ENV))
+
+    async def upload(request: Request):
+        limit = context.document_limit
+        multipart = request.headers.get("content-type", "").startswith("multipart/form-data")
+        name = display_name(request.query_params.get("name"))
+        if multipart:
+            form = await capped(request, limit + FORM_OVERHEAD, too_large(name, limit)).form(max_files=1,
+                                                                                              max_fields=4)
+            upload = form.get("file")
+            if not isinstance(upload, UploadFile):
+                raise ApiError(400, "the form has no file: send the document in its 'file' field", param="file")
+            name = display_name(upload.filename or request.query_params.get("name"))
+        identifier, path = store.new_file(name)
+        try:
+            with private_file(path) as file:
+                if multipart:
+                    while chunk := await upload.read(COPY_CHUNK):
+                        file.write(chunk)
+                else:
+                    async for chunk in capped(request, limit, too_large(name, limit)).stream():
+                        file.write(chunk)
+            stored = await run_in_threadpool(store.add, identifier, name, path, context.runner.read)
+        except UserError as error:
+            path.unlink(missing_ok=True)
+            api_error = context.user_error(error)
+            api_error.message = api_error.message.replace(str(path), name)  # the client's name, not the server's
+            raise api_error from None
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        return JSONResponse(stored.to_json(), status_code=201)
+
+    async def listing(request: Request):
+        return JSONResponse({"documents": store.listing()})
+
+    def stored_or_404(request: Request):
+        stored = store.get(request.path_params["id"])
+        if stored is None:
+            raise ApiError(404, f"no document {request.path_params['id']!r}: upload it, or list the documents",
+                           code="document_not_found")
+        return stored
+
+    async def delete(request: Request):
+        stored = stored_or_404(request)
+        store.remove(stored.id)
+        return Response(status_code=204)
+
+    async def ask(request: Request):
+        stored = stored_or_404(request)
+        body = await read_json(request, context.json_limit)
+        question = body.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise ApiError(400, "a question is empty: every question needs some text", param="question")
+        options = decoding(body)
+        settings = requested_settings(context, body)
+        events = AnswerEvents(asyncio.get_running_loop())
+        job = context.submit(lambda: context.sessions.answer(stored.document, question.strip(), settings=settings,
+                                                             decoding=options), events)
+        if body.get("stream", True) is False:
+            answer = await context.outcome(request, job)
+            return JSONResponse({"answer": answer.report.answer, "report": answer.report.to_json()})
+        await context.outcome(request, job, events.begun)
+
+        def render(kind: str, value) -> str:
+            return event({kind if kind == "text" else "message": value}, kind)
+
+        def finish(answer) -> list[str]:
+            return [event(answer.report.to_json(), "report")]
+
+        def fail(error: Exception) -> list[str]:
+            return [event(context.api_error(error).body(), "error")]
+
+        return StreamingResponse(stream_job(job, events, render, finish, fail), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    return [Route("/api/documents", upload, methods=["POST"]),
+            Route("/api/documents", listing, methods=["GET"]),
+            Route("/api/documents/{id}", delete, methods=["DELETE"]),
+            Route("/api/documents/{id}/ask", ask, methods=["POST"])]
