@@ -56,6 +56,7 @@ def create_app(context: ServerContext, *, api_key: str | None = None) -> Guard:
                 *documents_routes.routes(context), *openai_routes.routes(context)],
         exception_handlers={ApiError: api_error, HTTPException: http_error, Exception: server_error},
         lifespan=lambda app: _closing(context))
+    app.state.context = context  # for whoever embeds the server (and its tests)
     return Guard(app, api_key=api_key)
 
 

@@ -13,10 +13,16 @@ from .errors import ApiError
 
 def capped(request: Request, limit: int, too_large: Callable[[int], ApiError]) -> Request:
     """``request`` whose body, however it is read (``json()``, ``form()``, ``stream()``), raises ``too_large(bytes)``
-    once more than ``limit`` bytes are declared or have come in."""
+    once more than ``limit`` bytes are declared or have come in; the refusal closes the connection, so that the rest
+    of the body is not read either."""
+    def refused(size: int) -> ApiError:
+        error = too_large(size)
+        error.headers["Connection"] = "close"
+        return error
+
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared))
+        raise refused(int(declared))
     received = 0
 
     async def receive():
@@ -25,7 +31,7 @@ def capped(request: Request, limit: int, too_large: Callable[[int], ApiError]) -
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
             if received > limit:
-                raise too_large(received)
+                raise refused(received)
         return message
 
     return Request(request.scope, receive)

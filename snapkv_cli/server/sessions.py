@@ -1,7 +1,8 @@
 """The documents' sessions the server holds, found by their prompt's tokens, and the answering of one question.
 
 A question about a document (uploaded, or the messages before a chat's last one) is asked in the
-:class:`~snapkv_cli.answering.session.DocumentSession` whose prompt prefix has the same tokens and settings, so a
+:class:`~snapkv_cli.answering.session.DocumentSession` whose prompt prefix has the same tokens and settings (and
+whose document has the same name, which its reports show), so a
 second question, or a chat client resending the same document, reuses the prefilled prefix. At most ``capacity``
 sessions are held, the least recently used dropped first; with the document cache on, a dropped prefix comes back
 from disk. Everything here runs on the worker thread.
@@ -65,7 +66,7 @@ class Sessions:
         held = Held(opened, opened.generation)
         opened.generation = decoding.applied_to(held.generation)
         prompt = opened.build_prompt(question)
-        key = (tuple(prompt.input_ids[:prompt.prefix_length]), repr(opened.settings))
+        key = (tuple(prompt.input_ids[:prompt.prefix_length]), repr(opened.settings), document.source)
         if key in self.held:
             self.held.move_to_end(key)
             held = self.held[key]

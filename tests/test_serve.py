@@ -1,0 +1,328 @@
+"""``snapkv serve`` over real HTTP: the server runs in this process on 127.0.0.1 and a free port (uvicorn on a thread)
+with the tiny model, and is talked to with httpx and the official ``openai`` client; every test stops its server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from snapkv_cli.cli import app
+from snapkv_cli.cli.options import RUN_OPTIONS, check_run_values
+from snapkv_cli.cli.serve import build
+from snapkv_cli.errors import UserError
+from snapkv_cli.server.security import is_loopback
+
+openai = pytest.importorskip("openai")
+
+NOTES = ("Harbor notes.\n\nThe vault code is 4512. Alice Moreau wrote it on the blue card in March.\n\n"
+         "The ferry leaves at 7 in the morning; the lighthouse keeper is Duncan Hale.\n")
+QUESTION = "What is the vault code?"
+KEY = "s3cret-key"
+
+
+def choices(model: str, **values):
+    given = {option.name: option.default for option in RUN_OPTIONS}
+    given.update({"model": model, "max_new_tokens": 16, **values})
+    return check_run_values(given)
+
+
+@contextmanager
+def served(model: str, *, api_key: str | None = None, queue: int = 8, keep: int = 4, **values):
+    """A server on a free loopback port: yields its URL and its context; stopped at the end."""
+    listener = build(choices(model, **values), port=0, api_key=api_key, queue=queue, keep=keep)
+    url = listener.start()
+    try:
+        yield url, listener.server.config.app.app.state.context
+    finally:
+        listener.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_path):
+    with served(tiny_model_path) as running:
+        yield running
+
+
+@pytest.fixture
+def http(server):
+    with httpx.Client(base_url=server[0], timeout=120) as client:
+        yield client
+
+
+def ask_json(model: str, document, question: str, *options: str) -> dict:
+    result = CliRunner().invoke(app, ["ask", str(document), question, "--model", model, "--max-new-tokens", "16",
+                                      "--json", "--quiet", *options])
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
+def error_of(response: httpx.Response) -> dict:
+    """The error of a refused request, checked to be in OpenAI's shape."""
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    return body["error"]
+
+
+COMPARED = ("answer", "generated_tokens", "prompt_tokens", "prompt", "cache", "layers", "settings", "method", "stop")
+
+
+# ------------------------------------------------------------------------------------------ the OpenAI API
+
+
+def test_chat_completions_answer_as_ask_does_streamed_and_not(server, tiny_model_path, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES, encoding="utf-8")
+    expected = ask_json(tiny_model_path, notes, QUESTION)
+    client = openai.OpenAI(base_url=server[0] + "v1", api_key="unused")
+    messages = [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}]
+
+    completion = client.chat.completions.create(model="snapkv", messages=messages)
+    report = completion.model_extra["snapkv"]["report"]
+    assert completion.choices[0].message.content == expected["answer"] and expected["answer"]
+    assert completion.usage.completion_tokens == expected["generated_tokens"]
+    assert completion.usage.prompt_tokens == expected["prompt_tokens"]
+    assert completion.choices[0].finish_reason == ("length" if expected["stop"]["reason"] == "max_new_tokens"
+                                                   else "stop")
+    assert {key: report[key] for key in COMPARED} == {key: expected[key] for key in COMPARED}
+
+    chunks = list(client.chat.completions.create(model="snapkv", messages=messages, stream=True,
+                                                 stream_options={"include_usage": True}))
+    texts = [chunk.choices[0].delta.content for chunk in chunks if chunk.choices and chunk.choices[0].delta.content]
+    assert "".join(texts) == expected["answer"]
+    assert 1 < len(texts) <= expected["generated_tokens"]  # streamed as it is generated, a token or more at a time
+    finish = [chunk for chunk in chunks if chunk.choices and chunk.choices[0].finish_reason]
+    assert len(finish) == 1
+    streamed = finish[0].model_extra["snapkv"]["report"]
+    assert {key: streamed[key] for key in COMPARED} == {key: expected[key] for key in COMPARED}
+    assert streamed["prefix"]["source"] == "memory"  # the same document again: its prefill is paid once
+    assert chunks[-1].usage.completion_tokens == expected["generated_tokens"]
+
+
+def test_chat_settings_and_decoding_options_are_honoured(server, tiny_model_path, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES, encoding="utf-8")
+    expected = ask_json(tiny_model_path, notes, QUESTION, "--method", "streamingllm", "--budget", "40",
+                        "--max-new-tokens", "6")
+    client = openai.OpenAI(base_url=server[0] + "v1", api_key="unused")
+    messages = [{"role": "user", "content": NOTES}, {"role": "user", "content": QUESTION}]
+    completion = client.chat.completions.create(
+        model="snapkv", messages=messages, max_tokens=6,
+        extra_body={"snapkv": {"settings": {"method": "streamingllm", "budget": 40}}})
+    report = completion.model_extra["snapkv"]["report"]
+    assert report["method"] == "streamingllm"
+    assert {key: report[key] for key in COMPARED} == {key: expected[key] for key in COMPARED}
+    answer = completion.choices[0].message.content
+    stop = answer[len(answer) // 2:][:2]
+    cut = client.chat.completions.create(model="snapkv", messages=messages, max_tokens=6, stop=[stop],
+                                         extra_body={"snapkv": {"settings": {"method": "streamingllm",
+                                                                             "budget": 40}}})
+    assert cut.choices[0].message.content == answer[:answer.index(stop)].strip()
+    assert cut.model_extra["snapkv"]["report"]["stop"]["stop_string"] == stop
+
+
+def test_models_lists_the_loaded_model(server):
+    models = openai.OpenAI(base_url=server[0] + "v1", api_key="unused").models.list()
+    assert [model.id for model in models.data] == [server[1].runner.loaded.name]
+
+
+def test_bad_chat_requests_get_openai_errors_in_the_command_lines_words(http):
+    malformed = http.post("/v1/chat/completions", content=b'{"messages": [', headers={"content-type":
+                                                                                     "application/json"})
+    assert malformed.status_code == 400 and "not valid JSON" in error_of(malformed)["message"]
+    no_document = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi?"}]})
+    assert no_document.status_code == 400 and error_of(no_document)["param"] == "messages"
+    unknown = http.post("/v1/chat/completions", json={
+        "messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}],
+        "snapkv": {"settings": {"methd": "snapkv"}}})
+    assert unknown.status_code == 400 and "unknown compression setting 'methd'" in error_of(unknown)["message"]
+    window = http.post("/v1/chat/completions", json={
+        "messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}],
+        "snapkv": {"settings": {"budget": 0.01}}})
+    assert window.status_code == 400 and "(--budget, --window)" in error_of(window)["message"]
+
+
+# ------------------------------------------------------------------------------------------ the documents API
+
+
+def sse_events(response: httpx.Response) -> list[tuple[str, dict]]:
+    events = []
+    for block in response.text.split("\n\n"):
+        lines = [line for line in block.split("\n") if line and not line.startswith(":")]
+        if lines:
+            name = next((line[7:] for line in lines if line.startswith("event: ")), "message")
+            events.append((name, json.loads("".join(line[6:] for line in lines if line.startswith("data: ")))))
+    return events
+
+
+def test_upload_ask_twice_list_and_delete(http, server, tiny_model_path, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text(NOTES, encoding="utf-8")
+    expected = ask_json(tiny_model_path, notes, QUESTION)
+    uploaded = http.post("/api/documents", files={"file": ("notes.md", NOTES.encode(), "text/markdown")})
+    assert uploaded.status_code == 201, uploaded.text
+    stored = uploaded.json()
+    assert stored["name"] == "notes.md" and stored["kind"] == "markdown" and stored["bytes"] == len(NOTES.encode())
+    assert stored["id"] in [document["id"] for document in http.get("/api/documents").json()["documents"]]
+
+    first = http.post(f"/api/documents/{stored['id']}/ask", json={"question": QUESTION})
+    assert first.status_code == 200 and first.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(first)
+    assert "".join(data["text"] for name, data in events if name == "text") == expected["answer"]
+    assert [name for name, _ in events][-1] == "report"
+    report = events[-1][1]
+    assert {key: report[key] for key in COMPARED} == {key: expected[key] for key in COMPARED}
+    assert report["document"] == "notes.md"
+    second = http.post(f"/api/documents/{stored['id']}/ask", json={"question": "Who keeps the lighthouse?",
+                                                                  "stream": False}).json()
+    assert second["report"]["prefix"]["source"] == "memory" and second["report"]["question_index"] == 1
+
+    files = list(server[1].store.directory.iterdir())
+    assert [path.name for path in files] == [stored["id"] + ".md"]
+    assert (server[1].store.directory.stat().st_mode & 0o777) == 0o700
+    assert http.delete(f"/api/documents/{stored['id']}").status_code == 204
+    assert not files[0].exists()
+    gone = http.post(f"/api/documents/{stored['id']}/ask", json={"question": QUESTION})
+    assert gone.status_code == 404 and error_of(gone)["code"] == "document_not_found"
+
+
+def test_a_raw_upload_a_pdf_and_bad_documents(http, server):
+    from pathlib import Path
+
+    pdf = (Path(__file__).resolve().parent.parent / "examples" / "annual_report.pdf").read_bytes()
+    raw = http.post("/api/documents?name=../../annual_report.pdf", content=pdf)
+    assert raw.status_code == 201 and raw.json()["kind"] == "pdf" and raw.json()["name"] == "annual_report.pdf"
+    empty = http.post("/api/documents?name=empty.txt", content=b"")
+    assert empty.status_code == 400 and "'empty.txt' has no text" in error_of(empty)["message"]
+    binary = http.post("/api/documents?name=notes.txt", content=bytes(range(256)) * 8)
+    message = error_of(binary)["message"]
+    assert binary.status_code == 415 and message.startswith("'notes.txt' is not a text document")
+    assert str(server[1].store.directory) not in message
+    assert [path.name for path in server[1].store.directory.iterdir()] == [raw.json()["id"] + ".pdf"]
+    http.delete(f"/api/documents/{raw.json()['id']}")
+
+
+def test_an_oversized_upload_is_refused_before_it_is_read_whole(tiny_model_path):
+    with served(tiny_model_path, max_document_mb=0.01) as (url, context), httpx.Client(base_url=url) as http:
+        declared = http.post("/api/documents?name=big.txt", content=b"x" * 20_000)
+        assert declared.status_code == 413
+        assert error_of(declared)["message"].startswith("'big.txt' is 19.5 KB, over the 10.2 KB limit for documents; "
+                                                        "raise --max-document-mb")
+        sent = []
+
+        def chunks():  # no Content-Length: 64 MB streamed, far more than the socket buffers hold
+            for index in range(1024):
+                sent.append(index)
+                yield b"y" * 65536
+
+        try:
+            streamed = http.post("/api/documents?name=big.txt", content=chunks())
+            assert streamed.status_code == 413
+        except httpx.TransportError:  # the server may close the connection while the client still sends
+            pass
+        assert len(sent) < 1024
+        assert list(context.store.directory.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ one model, many clients
+
+
+def wait_for(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+LONG = {"max_new_tokens": 3000, "stop_on_repeat": False}  # an answer that would run for a long while
+
+
+def test_a_client_that_leaves_stops_its_generation_and_the_next_is_served(tiny_model_path):
+    with served(tiny_model_path, **LONG) as (url, context), httpx.Client(base_url=url, timeout=60) as http:
+        body = {"messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}],
+                "stream": True}
+        with http.stream("POST", "/v1/chat/completions", json=body) as response:
+            lines = response.iter_lines()
+            while '"content": "' not in next(lines):
+                pass
+            assert context.worker.running is not None
+        left = time.monotonic()
+        wait_for(lambda: context.worker.running is None, 10)
+        assert time.monotonic() - left < 5  # the 3000-token answer stopped at its next token
+        answer = http.post("/v1/chat/completions", json={**body, "stream": False, "max_tokens": 3})
+        assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] <= 3
+
+
+def test_past_the_queues_bound_requests_are_refused_with_retry_after_and_none_accepted_is_lost(tiny_model_path):
+    with served(tiny_model_path, queue=1, **LONG) as (url, context), httpx.Client(base_url=url, timeout=60) as http:
+        body = {"messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}]}
+        with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as long_one:
+            lines = long_one.iter_lines()
+            while '"content": "' not in next(lines):
+                pass
+            waiting: list[httpx.Response] = []
+            thread = threading.Thread(target=lambda: waiting.append(
+                http.post("/v1/chat/completions", json={**body, "max_tokens": 3})))
+            thread.start()
+            wait_for(lambda: context.worker.status()["waiting"] == 1)
+            refused = http.post("/v1/chat/completions", json={**body, "max_tokens": 3})
+            assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
+            assert error_of(refused)["code"] == "rate_limit_exceeded"
+            assert http.get("/api/status").json()["queue"] == {"waiting": 1, "capacity": 1, "running": True,
+                                                               "served": 0}
+        thread.join(60)
+        assert waiting[0].status_code == 200 and waiting[0].json()["usage"]["completion_tokens"] <= 3
+
+
+# ------------------------------------------------------------------------------------------ security
+
+
+def test_the_api_key_is_needed_on_every_endpoint(tiny_model_path):
+    with served(tiny_model_path, api_key=KEY) as (url, _), httpx.Client(base_url=url) as http:
+        for method, path in (("GET", "/"), ("GET", "/health"), ("GET", "/api/status"), ("GET", "/api/documents"),
+                             ("POST", "/api/documents"), ("GET", "/v1/models"), ("POST", "/v1/chat/completions")):
+            missing = http.request(method, path)
+            assert missing.status_code == 401 and error_of(missing)["code"] == "invalid_api_key", path
+            wrong = http.request(method, path, headers={"Authorization": "Bearer " + KEY + "x"})
+            assert wrong.status_code == 401 and "wrong" in error_of(wrong)["message"], path
+        assert "www-authenticate" in http.get("/").headers  # a browser asks for the key
+        assert http.get("/health", headers={"Authorization": f"Bearer {KEY}"}).json() == {"status": "ok"}
+        assert http.get("/health", auth=("anyone", KEY)).status_code == 200
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=url + "v1", api_key="wrong").models.list()
+        assert openai.OpenAI(base_url=url + "v1", api_key=KEY).models.list().data
+
+
+def test_a_non_loopback_host_needs_an_api_key(tiny_model_path):
+    with pytest.raises(UserError, match="set an API key"):
+        build(choices(tiny_model_path), host="0.0.0.0", port=0)
+    result = CliRunner().invoke(app, ["serve", "--host", "192.168.1.10", "--model", tiny_model_path])
+    assert result.exit_code == 1 and result.stderr.startswith("Error: listening on 192.168.1.10 lets other machines")
+    assert "Loading" not in result.stderr  # refused before the model loads
+
+
+def test_other_sites_pages_and_names_are_turned_away(http):
+    assert http.get("/health", headers={"Host": "attacker.example"}).status_code == 403  # DNS rebinding
+    foreign = http.post("/api/documents?name=a.txt", content=b"text", headers={"Origin": "https://attacker.example"})
+    assert foreign.status_code == 403
+    assert "access-control-allow-origin" not in http.options("/v1/models", headers={
+        "Origin": "https://attacker.example", "Access-Control-Request-Method": "POST"}).headers
+
+
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.8.9.1", True), ("localhost", True), ("::1", True), ("[::1]", True),
+    ("0.0.0.0", False), ("::", False), ("192.168.1.10", False), ("example.com", False)])
+def test_loopback_hosts(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_the_page_is_served_from_the_package_without_the_network(http):
+    page = http.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'name="viewport"' in page.text and "/api/documents" in page.text
+    assert "http://" not in page.text and "https://" not in page.text
