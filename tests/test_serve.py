@@ -191,6 +191,29 @@ def test_upload_ask_twice_list_and_delete(http, server, tiny_model_path, tmp_pat
     assert gone.status_code == 404 and error_of(gone)["code"] == "document_not_found"
 
 
+def test_an_answers_retained_token_view_and_inspect_json_are_inspects(http, tiny_model_path, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES, encoding="utf-8")
+    result = CliRunner().invoke(app, ["inspect", str(notes), QUESTION, "--model", tiny_model_path, "--answer",
+                                      "--max-new-tokens", "16", "--json", "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    expected = json.loads(result.stdout)
+    stored = http.post("/api/documents?name=notes.txt", content=NOTES.encode()).json()
+    asked = http.post(f"/api/documents/{stored['id']}/ask", json={"question": QUESTION, "inspect": True})
+    events = sse_events(asked)
+    assert [name for name, _ in events][-2:] == ["views", "report"]
+    views = events[-2][1]
+    inspected = http.get(views["inspect"]).json()
+    for key in ("tokens", "layers", "answer", "window"):
+        assert inspected[key] == expected[key], key
+    page = http.get(views["view"])
+    assert page.status_code == 200 and "snapkv inspect" in page.text and QUESTION in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
+    missing = http.get("/api/answers/0123/view")
+    assert missing.status_code == 404 and error_of(missing)["code"] == "answer_not_found"
+    http.delete(f"/api/documents/{stored['id']}")
+
+
 def test_a_raw_upload_a_pdf_and_bad_documents(http, server):
     from pathlib import Path
 

@@ -1,5 +1,6 @@
-"""What every route shares: the runner and its worker, the held sessions, the uploaded documents, the limits, and
-the command line's wording of errors; and the waiting on a job that stops it when the client goes away."""
+"""What every route shares: the runner and its worker, the held sessions, the uploaded documents, the answers'
+retained-token views, the limits, and the command line's wording of errors; and the waiting on a job that stops it
+when the client goes away."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from ..engine import CompressionSettings
 from ..errors import UserError
 from .documents import DocumentStore
 from .errors import ApiError, from_user_error
+from .inspections import Inspections
 from .sessions import Sessions
 from .worker import Cancelled, Job, QueueFull, Relay, Worker
 
@@ -38,11 +40,13 @@ class ServerContext:
     worker: Worker = field(init=False)
     sessions: Sessions = field(init=False)
     store: DocumentStore = field(init=False)
+    inspections: Inspections = field(init=False)
 
     def __post_init__(self):
         self.worker = Worker(self.relay, capacity=self.queue, time_limit_s=self.time_limit_s)
         self.sessions = Sessions(self.runner, self.keep)
         self.store = DocumentStore()
+        self.inspections = Inspections()
 
     @property
     def document_limit(self) -> int:

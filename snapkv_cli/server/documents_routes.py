@@ -5,7 +5,9 @@ multipart form; it is read with ``ask``'s readers and limits, the size limit enf
 ``POST /api/documents/{id}/ask`` with ``{"question": ...}`` (and, like the chat API, ``max_tokens``, ``temperature``,
 ``seed``, ``stop`` and ``snapkv: {"settings": {...}}``) streams server-sent events: ``progress`` (a step of the run),
 ``text`` (more of the answer), then ``report`` (``ask --json``'s object) or ``error``; with ``"stream": false`` it
-answers ``{"answer", "report"}`` at once.
+answers ``{"answer", "report"}`` at once. With ``"inspect": true`` a ``views`` event (key) comes before the report:
+where the answer's retained-token page (``GET /api/answers/{id}/view``, ``inspect --html``'s) and its
+``inspect --json`` object (``GET /api/answers/{id}/inspect``) are.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import asyncio
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..answering.documents import MAX_DOCUMENT_MB_ENV
@@ -24,11 +26,14 @@ from .bodies import capped, read_json
 from .context import ServerContext
 from .documents import display_name, private_file
 from .errors import ApiError
+from .inspections import Inspections
 from .openai_routes import decoding, requested_settings
 from .sse import AnswerEvents, event, stream_job
 
 COPY_CHUNK = 1 << 20
 FORM_OVERHEAD = 64 * 1024  # a multipart form's headers and boundaries around the file
+# the retained-token page is self-contained: its own inline script and styles, nothing fetched
+VIEW_POLICY = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 
 def routes(context: ServerContext) -> list[Route]:
@@ -91,19 +96,33 @@ def routes(context: ServerContext) -> list[Route]:
             raise ApiError(400, "a question is empty: every question needs some text", param="question")
         options = decoding(body)
         settings = requested_settings(context, body)
+        inspect = body.get("inspect", False)
+        if not isinstance(inspect, bool):
+            raise ApiError(400, "inspect must be true or false", param="inspect")
         events = AnswerEvents(asyncio.get_running_loop())
-        job = context.submit(lambda: context.sessions.answer(stored.document, question.strip(), settings=settings,
-                                                             decoding=options), events)
+
+        def work():
+            answer = context.sessions.answer(stored.document, question.strip(), settings=settings, decoding=options)
+            if not inspect:
+                return answer, None
+            from ..answering.inspection import inspect_answer
+
+            inspection = inspect_answer(answer, context.runner.loaded.tokenizer, with_answer=True)
+            return answer, Inspections.links(context.inspections.add(inspection))
+
+        job = context.submit(work, events)
         if body.get("stream", True) is False:
-            answer = await context.outcome(request, job)
-            return JSONResponse({"answer": answer.report.answer, "report": answer.report.to_json()})
+            answer, views = await context.outcome(request, job)
+            return JSONResponse({"answer": answer.report.answer, "report": answer.report.to_json(),
+                                 **({"views": views} if views else {})})
         await context.outcome(request, job, events.begun)
 
         def render(kind: str, value) -> str:
             return event({kind if kind == "text" else "message": value}, kind)
 
-        def finish(answer) -> list[str]:
-            return [event(answer.report.to_json(), "report")]
+        def finish(result) -> list[str]:
+            answer, views = result
+            return [*([event(views, "views")] if views else []), event(answer.report.to_json(), "report")]
 
         def fail(error: Exception) -> list[str]:
             return [event(context.api_error(error).body(), "error")]
@@ -111,7 +130,25 @@ def routes(context: ServerContext) -> list[Route]:
         return StreamingResponse(stream_job(job, events, render, finish, fail), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    def inspection_or_404(request: Request):
+        inspection = context.inspections.get(request.path_params["id"])
+        if inspection is None:
+            raise ApiError(404, f"no answer {request.path_params['id']!r} to inspect: ask with \"inspect\": true "
+                                "(only the latest answers are kept)", code="answer_not_found")
+        return inspection
+
+    async def view(request: Request):
+        from ..views.html import render_chunks
+
+        page = await run_in_threadpool(lambda: "".join(render_chunks(inspection_or_404(request))))
+        return HTMLResponse(page, headers={"Content-Security-Policy": VIEW_POLICY})
+
+    async def inspect_json(request: Request):
+        return JSONResponse(await run_in_threadpool(inspection_or_404(request).to_json))
+
     return [Route("/api/documents", upload, methods=["POST"]),
             Route("/api/documents", listing, methods=["GET"]),
             Route("/api/documents/{id}", delete, methods=["DELETE"]),
-            Route("/api/documents/{id}/ask", ask, methods=["POST"])]
+            Route("/api/documents/{id}/ask", ask, methods=["POST"]),
+            Route("/api/answers/{id}/view", view, methods=["GET"]),
+            Route("/api/answers/{id}/inspect", inspect_json, methods=["GET"])]
