@@ -262,32 +262,49 @@ def wait_for(condition, seconds: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-LONG = {"max_new_tokens": 3000, "stop_on_repeat": False}  # an answer that would run for a long while
+def until_text(response: httpx.Response):
+    """Read a streamed chat completion until the first chunk of the answer's text; returns the lines' iterator, to be
+    held while the stream should stay open (dropping it closes the connection)."""
+    lines = response.iter_lines()
+    for line in lines:
+        if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["delta"].get("content"):
+            return lines
+    raise AssertionError("the stream ended before any text")
 
 
-def test_a_client_that_leaves_stops_its_generation_and_the_next_is_served(tiny_model_path):
+LONG = {"max_new_tokens": 3000, "stop_on_repeat": False}
+
+
+@pytest.fixture
+def endless(monkeypatch):
+    """Answers that end only at their token limit: no end-of-sequence token (with ``LONG``, minutes of decoding)."""
+    from snapkv_cli.generation import generate
+
+    monkeypatch.setattr(generate, "stop_token_ids", lambda model, tokenizer: set())
+
+
+def test_a_client_that_leaves_stops_its_generation_and_the_next_is_served(tiny_model_path, endless):
     with served(tiny_model_path, **LONG) as (url, context), httpx.Client(base_url=url, timeout=60) as http:
         body = {"messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}],
                 "stream": True}
         with http.stream("POST", "/v1/chat/completions", json=body) as response:
-            lines = response.iter_lines()
-            while '"content": "' not in next(lines):
-                pass
+            lines = until_text(response)
             assert context.worker.running is not None
+            lines.close()  # the client leaves
         left = time.monotonic()
         wait_for(lambda: context.worker.running is None, 10)
         assert time.monotonic() - left < 5  # the 3000-token answer stopped at its next token
+        assert context.worker.status()["stopped"] == 1
         answer = http.post("/v1/chat/completions", json={**body, "stream": False, "max_tokens": 3})
         assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] <= 3
 
 
-def test_past_the_queues_bound_requests_are_refused_with_retry_after_and_none_accepted_is_lost(tiny_model_path):
+def test_past_the_queues_bound_requests_are_refused_with_retry_after_and_none_accepted_is_lost(tiny_model_path,
+                                                                                             endless):
     with served(tiny_model_path, queue=1, **LONG) as (url, context), httpx.Client(base_url=url, timeout=60) as http:
         body = {"messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}]}
         with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as long_one:
-            lines = long_one.iter_lines()
-            while '"content": "' not in next(lines):
-                pass
+            held = until_text(long_one)
             waiting: list[httpx.Response] = []
             thread = threading.Thread(target=lambda: waiting.append(
                 http.post("/v1/chat/completions", json={**body, "max_tokens": 3})))
@@ -297,7 +314,8 @@ def test_past_the_queues_bound_requests_are_refused_with_retry_after_and_none_ac
             assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
             assert error_of(refused)["code"] == "rate_limit_exceeded"
             assert http.get("/api/status").json()["queue"] == {"waiting": 1, "capacity": 1, "running": True,
-                                                               "served": 0}
+                                                               "served": 0, "stopped": 0}
+            held.close()  # the long one's client leaves: the one waiting runs
         thread.join(60)
         assert waiting[0].status_code == 200 and waiting[0].json()["usage"]["completion_tokens"] <= 3
 
@@ -349,3 +367,71 @@ def test_the_page_is_served_from_the_package_without_the_network(http):
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert 'name="viewport"' in page.text and "/api/documents" in page.text
     assert "http://" not in page.text and "https://" not in page.text
+
+
+# ------------------------------------------------------------------------------------------ a killed server
+
+
+def start_process(model: str, cache_dir, *options: str):
+    """``snapkv serve`` in its own process on a free port: (process, URL), once it listens."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    environment = {**os.environ, "SNAPKV_DOC_CACHE_DIR": str(cache_dir)}
+    process = subprocess.Popen([sys.executable, "-m", "snapkv_cli", "serve", "--model", model, "--port", "0",
+                                "--cache-docs", *options], stderr=subprocess.PIPE, text=True, env=environment)
+    for line in process.stderr:
+        found = re.search(r"serves on (http://\S+)", line)
+        if found:
+            return process, found.group(1)
+    raise AssertionError(f"the server did not start (exit {process.wait()})")
+
+
+def test_killed_mid_answer_and_restarted_the_document_cache_still_serves_the_prefix(tiny_model_path, tmp_path):
+    import signal
+
+    body = {"messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}]}
+    process, url = start_process(tiny_model_path, tmp_path / "cache", "--max-new-tokens", "3000",
+                                 "--no-stop-on-repeat")
+    try:
+        with httpx.Client(base_url=url, timeout=60) as http, \
+                http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as response:
+            held = until_text(response)  # answering: the document's prefill is stored
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+            held.close()
+    finally:
+        process.kill()
+        process.wait()
+    process, url = start_process(tiny_model_path, tmp_path / "cache", "--max-new-tokens", "3")
+    try:
+        with httpx.Client(base_url=url, timeout=60) as http:
+            report = http.post("/v1/chat/completions", json=body).json()["snapkv"]["report"]
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert report["doc_cache"]["status"] == "hit" and report["prefix"]["source"] == "disk"
+
+
+# ------------------------------------------------------------------------------------------ the default model
+
+
+@pytest.mark.slow
+def test_the_default_model_answers_through_the_openai_client_as_ask_does(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text(NOTES, encoding="utf-8")
+    result = CliRunner().invoke(app, ["ask", str(notes), QUESTION, "--max-new-tokens", "24", "--json", "--quiet"])
+    assert result.exit_code == 0, result.stderr
+    expected = json.loads(result.stdout)
+    with served(None, max_new_tokens=24) as (url, _):
+        client = openai.OpenAI(base_url=url + "v1", api_key="unused")
+        messages = [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}]
+        completion = client.chat.completions.create(model="snapkv", messages=messages)
+        streamed = "".join(chunk.choices[0].delta.content or "" for chunk in client.chat.completions.create(
+            model="snapkv", messages=messages, stream=True) if chunk.choices)
+    report = completion.model_extra["snapkv"]["report"]
+    assert {key: report[key] for key in COMPARED} == {key: expected[key] for key in COMPARED}
+    assert completion.choices[0].message.content == streamed == expected["answer"]
+    assert "4512" in expected["answer"]

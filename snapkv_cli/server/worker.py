@@ -111,6 +111,7 @@ class Worker:
         self.queue: queue.Queue[Job | None] = queue.Queue(maxsize=capacity)
         self.running: Job | None = None
         self.served = 0
+        self.stopped = 0  # of the served, those stopped before their end (Cancelled)
         self.seconds = 0.0  # spent on the jobs served, for the retry guess
         self.thread = threading.Thread(target=self._loop, name="snapkv-worker", daemon=True)
         self.thread.start()
@@ -131,7 +132,7 @@ class Worker:
 
     def status(self) -> dict:
         return {"waiting": self.queue.qsize(), "capacity": self.capacity, "running": self.running is not None,
-                "served": self.served}
+                "served": self.served, "stopped": self.stopped}
 
     def _loop(self) -> None:
         while (job := self.queue.get()) is not None:
@@ -143,6 +144,7 @@ class Worker:
             try:
                 job.future.set_result(job.work())
             except BaseException as error:  # the request's coroutine raises it
+                self.stopped += isinstance(error, Cancelled)
                 job.future.set_exception(error)
             finally:
                 self.running, self.relay.job = None, None
