@@ -33,9 +33,11 @@ def choices(model: str, **values):
 
 
 @contextmanager
-def served(model: str, *, api_key: str | None = None, queue: int = 8, keep: int = 4, **values):
+def served(model: str, *, api_key: str | None = None, queue: int = 8, keep: int = 4,
+           time_limit_s: float | None = None, **values):
     """A server on a free loopback port: yields its URL and its context; stopped at the end."""
-    listener = build(choices(model, **values), port=0, api_key=api_key, queue=queue, keep=keep)
+    listener = build(choices(model, **values), port=0, api_key=api_key, queue=queue, keep=keep,
+                     time_limit_s=time_limit_s)
     url = listener.start()
     try:
         yield url, listener.server.config.app.app.state.context
@@ -297,6 +299,19 @@ def test_a_client_that_leaves_stops_its_generation_and_the_next_is_served(tiny_m
         assert context.worker.status()["stopped"] == 1
         answer = http.post("/v1/chat/completions", json={**body, "stream": False, "max_tokens": 3})
         assert answer.status_code == 200 and answer.json()["usage"]["completion_tokens"] <= 3
+
+
+def test_a_request_past_its_time_limit_is_stopped_with_a_timeout(tiny_model_path, endless):
+    with served(tiny_model_path, time_limit_s=1.0, **LONG) as (url, context), httpx.Client(base_url=url,
+                                                                                           timeout=60) as http:
+        body = {"messages": [{"role": "system", "content": NOTES}, {"role": "user", "content": QUESTION}]}
+        started = time.monotonic()
+        late = http.post("/v1/chat/completions", json=body)
+        assert late.status_code == 408 and error_of(late)["message"] == "the request ran past its 1 s limit"
+        assert time.monotonic() - started < 10 and context.worker.status()["stopped"] == 1
+        with http.stream("POST", "/v1/chat/completions", json={**body, "stream": True}) as streamed:
+            events = [json.loads(line[6:]) for line in streamed.iter_lines() if line.startswith("data: {")]
+        assert events[-1]["error"]["code"] == "timeout"  # after the answer's first chunks, the error's
 
 
 def test_past_the_queues_bound_requests_are_refused_with_retry_after_and_none_accepted_is_lost(tiny_model_path,

@@ -62,6 +62,7 @@ def build(choices: RunChoices, *, host: str = "127.0.0.1", port: int = 8000, api
 
     check_binding(host, api_key)
     options = choices.build()
+    from ..answering.presenter import Presenter
     from ..answering.runner import Runner
     from ..server.app import create_app
     from ..server.context import ServerContext
@@ -76,7 +77,7 @@ def build(choices: RunChoices, *, host: str = "127.0.0.1", port: int = 8000, api
         runner.loaded  # noqa: B018  (loads the model once, before the first request)
     finally:
         loading.close()
-    relay.idle = ProgressPresenter(console.stderr, quiet=True)
+    relay.idle = Presenter()  # between requests, nothing to show
     context = ServerContext(runner, relay, describe=message, settings_for=settings_for(choices.values), queue=queue,
                             keep=keep, time_limit_s=time_limit_s)
     return Listener(create_app(context, api_key=api_key), host, port, on_started=on_started)
