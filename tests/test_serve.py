@@ -33,10 +33,10 @@ def choices(model: str, **values):
 
 
 @contextmanager
-def served(model: str, *, api_key: str | None = None, queue: int = 8, keep: int = 4,
+def served(model: str, *, api_key: str | None = None, queue: int = 8, keep_mb: float = 2048,
            time_limit_s: float | None = None, **values):
     """A server on a free loopback port: yields its URL and its context; stopped at the end."""
-    listener = build(choices(model, **values), port=0, api_key=api_key, queue=queue, keep=keep,
+    listener = build(choices(model, **values), port=0, api_key=api_key, queue=queue, keep_mb=keep_mb,
                      time_limit_s=time_limit_s)
     url = listener.start()
     try:
@@ -214,6 +214,24 @@ def test_an_answers_retained_token_view_and_inspect_json_are_inspects(http, tiny
     missing = http.get("/api/answers/0123/view")
     assert missing.status_code == 404 and error_of(missing)["code"] == "answer_not_found"
     http.delete(f"/api/documents/{stored['id']}")
+
+
+@pytest.mark.parametrize("cache_docs", [False, True])
+def test_prefixes_beyond_the_memory_cap_are_dropped_and_come_back_from_the_document_cache(tiny_model_path,
+                                                                                       doc_cache_dir, cache_docs):
+    other = NOTES.replace("4512", "7730")
+    with served(tiny_model_path, keep_mb=0.001, cache_docs=cache_docs) as (url, context), \
+            httpx.Client(base_url=url, timeout=60) as http:
+        def ask(text: str) -> dict:
+            return http.post("/v1/chat/completions", json={"messages": [
+                {"role": "system", "content": text}, {"role": "user", "content": QUESTION}]}).json()["snapkv"]["report"]
+
+        assert ask(NOTES)["prefix"]["source"] == "prefill"
+        assert ask(NOTES)["prefix"]["source"] == "memory"  # the one answering now is kept, whatever the cap
+        assert ask(other)["prefix"]["source"] == "prefill"
+        status = context.sessions.status()
+        assert status["held"] == 1 and status["bytes"] > status["capacity_bytes"]
+        assert ask(NOTES)["prefix"]["source"] == ("disk" if cache_docs else "prefill")
 
 
 def test_a_raw_upload_a_pdf_and_bad_documents(http, server):

@@ -54,7 +54,7 @@ def settings_for(values: dict):
 
 
 def build(choices: RunChoices, *, host: str = "127.0.0.1", port: int = 8000, api_key: Optional[str] = None,
-          queue: int = 8, keep: int = 4, time_limit_s: Optional[float] = None, quiet: bool = True,
+          queue: int = 8, keep_mb: float = 2048, time_limit_s: Optional[float] = None, quiet: bool = True,
           on_started=None):
     """The server of ``choices`` (the model loaded), ready to listen: a
     :class:`~snapkv_cli.server.listen.Listener`. Refuses a non-loopback ``host`` without ``api_key`` first."""
@@ -79,7 +79,7 @@ def build(choices: RunChoices, *, host: str = "127.0.0.1", port: int = 8000, api
         loading.close()
     relay.idle = Presenter()  # between requests, nothing to show
     context = ServerContext(runner, relay, describe=message, settings_for=settings_for(choices.values), queue=queue,
-                            keep=keep, time_limit_s=time_limit_s)
+                            keep_bytes=int(keep_mb * 2**20), time_limit_s=time_limit_s)
     return Listener(create_app(context, api_key=api_key), host, port, on_started=on_started)
 
 
@@ -97,9 +97,10 @@ def serve(
              "which other users cannot see in the process list."),
     queue: int = typer.Option(8, "--queue", min=1, rich_help_panel=SERVE_PANEL,
                               help="Requests that may wait for the model; more are refused (429, Retry-After)."),
-    keep: int = typer.Option(4, "--keep-documents", min=1, rich_help_panel=SERVE_PANEL,
-                             help="Documents whose prefilled prefix stays in memory (the least recently used is "
-                                  "dropped; with --cache-docs it comes back from disk)."),
+    keep_mb: float = typer.Option(2048, "--keep-mb", min=0.0, rich_help_panel=SERVE_PANEL,
+                                  help="Memory for the documents' prefilled prefixes, kept for their next questions "
+                                       "(beyond it the least recently used is dropped; with --cache-docs it comes "
+                                       "back from disk)."),
     time_limit: float = typer.Option(600.0, "--request-timeout", min=1.0, rich_help_panel=SERVE_PANEL,
                                      help="Seconds a request may run on the model before it is stopped."),
     *,
@@ -115,5 +116,5 @@ def serve(
         console.stderr.print(f"snapkv serves on {url} (Ctrl-C stops)", markup=False, highlight=False,
                              soft_wrap=True)
 
-    build(choices, host=host, port=port, api_key=api_key, queue=queue, keep=keep, time_limit_s=time_limit,
+    build(choices, host=host, port=port, api_key=api_key, queue=queue, keep_mb=keep_mb, time_limit_s=time_limit,
           quiet=output.quiet, on_started=started).run()

@@ -28,14 +28,15 @@ JSON_OVERHEAD = 2**20  # a JSON body may be this much bigger than the document i
 class ServerContext:
     """runner: loads the model once (its presenter is ``relay``); describe: a user error's one line (the command
     line's ``message``); settings_for: compression settings from a request's overrides, as the command line parses
-    them; queue: how many requests may wait; keep: how many sessions stay in memory; time_limit_s: each request's."""
+    them; queue: how many requests may wait; keep_bytes: the memory cap of the prefixes held; time_limit_s: each
+    request's."""
 
     runner: Runner
     relay: Relay
     describe: Callable[[UserError], str] = str
     settings_for: Callable[[dict], CompressionSettings] | None = None
     queue: int = 8
-    keep: int = 4
+    keep_bytes: int = 2048 * 2**20
     time_limit_s: float | None = None
     worker: Worker = field(init=False)
     sessions: Sessions = field(init=False)
@@ -44,7 +45,7 @@ class ServerContext:
 
     def __post_init__(self):
         self.worker = Worker(self.relay, capacity=self.queue, time_limit_s=self.time_limit_s)
-        self.sessions = Sessions(self.runner, self.keep)
+        self.sessions = Sessions(self.runner, self.keep_bytes)
         self.store = DocumentStore()
         self.inspections = Inspections()
 

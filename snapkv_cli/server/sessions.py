@@ -2,10 +2,10 @@
 
 A question about a document (uploaded, or the messages before a chat's last one) is asked in the
 :class:`~snapkv_cli.answering.session.DocumentSession` whose prompt prefix has the same tokens and settings (and
-whose document has the same name, which its reports show), so a
-second question, or a chat client resending the same document, reuses the prefilled prefix. At most ``capacity``
-sessions are held, the least recently used dropped first; with the document cache on, a dropped prefix comes back
-from disk. Everything here runs on the worker thread.
+whose document has the same name, which its reports show), so a second question, or a chat client resending the
+same document, reuses the prefilled prefix. The sessions held keep their prefixes' full KV under a memory cap, the
+least recently used dropped first; with the document cache on, a dropped prefix comes back from disk. Everything here
+runs on the worker thread.
 """
 
 from __future__ import annotations
@@ -42,23 +42,26 @@ class Decoding:
 
 @dataclass
 class Held:
-    """A session held in memory and the decoding it was opened with."""
+    """A session held in memory, the decoding it was opened with, and the bytes of its prefix's full KV (known once
+    it has answered: its report's KV bytes before compression, in the share of the prompt the prefix is)."""
 
     session: DocumentSession
     generation: GenerationOptions
+    bytes: int = 0
 
 
 class Sessions:
-    """Up to ``capacity`` sessions of ``runner``'s model, least recently used dropped first."""
+    """The sessions of ``runner``'s model whose prefixes fit in ``capacity_bytes`` together, least recently used
+    dropped first (the one answering now is always kept)."""
 
-    def __init__(self, runner: Runner, capacity: int):
-        self.runner, self.capacity = runner, capacity
+    def __init__(self, runner: Runner, capacity_bytes: int):
+        self.runner, self.capacity_bytes = runner, capacity_bytes
         self.held: OrderedDict[tuple, Held] = OrderedDict()
 
     def answer(self, document: Document, question: str, *, settings: CompressionSettings | None = None,
                decoding: Decoding = Decoding()) -> Answer:
         """Answer ``question`` about ``document`` with ``settings`` (None: the server's) in the session holding the
-        same prompt prefix, opening one (and dropping the least recently used) when none does."""
+        same prompt prefix, opening one when none does; then drop the least recently used beyond the cap."""
         runner = self.runner
         if settings is not None and settings != runner.options.settings:
             runner = runner.with_options(replace(runner.options, settings=settings))
@@ -73,10 +76,17 @@ class Sessions:
             held.session.generation = decoding.applied_to(held.generation)
         else:
             self.held[key] = held
-            while len(self.held) > self.capacity:
-                self.held.popitem(last=False)
-        return runner.answer(held.session, question, total=1)
+        answer = runner.answer(held.session, question, total=1)
+        cache = answer.report.cache
+        held.bytes = cache.bytes_before * prompt.prefix_length // max(1, cache.tokens_before)
+        while self.bytes > self.capacity_bytes and len(self.held) > 1:
+            self.held.popitem(last=False)
+        return answer
+
+    @property
+    def bytes(self) -> int:
+        return sum(held.bytes for held in self.held.values())
 
     def status(self) -> dict:
-        return {"held": len(self.held), "capacity": self.capacity,
+        return {"held": len(self.held), "bytes": self.bytes, "capacity_bytes": self.capacity_bytes,
                 "prefix_tokens": sum(len(key[0]) for key in self.held)}
