@@ -44,24 +44,25 @@ def routes(context: ServerContext) -> list[Route]:
 
     async def upload(request: Request):
         limit = context.document_limit
-        multipart = request.headers.get("content-type", "").startswith("multipart/form-data")
         name = display_name(request.query_params.get("name"))
-        if multipart:
-            form = await capped(request, limit + FORM_OVERHEAD, too_large(name, limit)).form(max_files=1,
-                                                                                              max_fields=4)
+        if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+            return await keep(name, capped(request, limit, too_large(name, limit)).stream())
+        form = await capped(request, limit + FORM_OVERHEAD, too_large(name, limit)).form(max_files=1, max_fields=4)
+        try:
             upload = form.get("file")
             if not isinstance(upload, UploadFile):
                 raise ApiError(400, "the form has no file: send the document in its 'file' field", param="file")
-            name = display_name(upload.filename or request.query_params.get("name"))
+            return await keep(display_name(upload.filename or name), _chunks(upload))
+        finally:
+            await form.close()  # the form's own temporary file
+
+    async def keep(name: str, chunks):
+        """Write the upload's ``chunks`` to a private file, read it as a document and keep it."""
         identifier, path = store.new_file(name)
         try:
             with private_file(path) as file:
-                if multipart:
-                    while chunk := await upload.read(COPY_CHUNK):
-                        file.write(chunk)
-                else:
-                    async for chunk in capped(request, limit, too_large(name, limit)).stream():
-                        file.write(chunk)
+                async for chunk in chunks:
+                    file.write(chunk)
             stored = await run_in_threadpool(store.add, identifier, name, path, context.runner.read)
         except UserError as error:
             path.unlink(missing_ok=True)
@@ -152,3 +153,8 @@ def routes(context: ServerContext) -> list[Route]:
             Route("/api/documents/{id}/ask", ask, methods=["POST"]),
             Route("/api/answers/{id}/view", view, methods=["GET"]),
             Route("/api/answers/{id}/inspect", inspect_json, methods=["GET"])]
+
+
+async def _chunks(upload: UploadFile):
+    while chunk := await upload.read(COPY_CHUNK):
+        yield chunk

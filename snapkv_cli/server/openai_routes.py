@@ -15,6 +15,7 @@ import asyncio
 import secrets
 import time
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
@@ -108,7 +109,7 @@ def routes(context: ServerContext) -> list[Route]:
         question, text = question_and_document(body)
         options = decoding(body)
         settings = requested_settings(context, body)
-        document = context.read_text(text, "<chat>")
+        document = await run_in_threadpool(context.read_text, text, "<chat>")
         loop = asyncio.get_running_loop()
         events = AnswerEvents(loop)
         job = context.submit(lambda: context.sessions.answer(document, question, settings=settings,
