@@ -373,8 +373,9 @@ def test_the_api_key_is_needed_on_every_endpoint(tiny_model_path):
 
 
 def test_a_non_loopback_host_needs_an_api_key(tiny_model_path):
-    with pytest.raises(UserError, match="set an API key"):
-        build(choices(tiny_model_path), host="0.0.0.0", port=0)
+    for key in (None, ""):  # an empty key is no key
+        with pytest.raises(UserError, match="set an API key"):
+            build(choices(tiny_model_path), host="0.0.0.0", port=0, api_key=key)
     result = CliRunner().invoke(app, ["serve", "--host", "192.168.1.10", "--model", tiny_model_path])
     assert result.exit_code == 1 and result.stderr.startswith("Error: listening on 192.168.1.10 lets other machines")
     assert "Loading" not in result.stderr  # refused before the model loads

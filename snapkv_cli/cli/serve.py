@@ -60,6 +60,7 @@ def build(choices: RunChoices, *, host: str = "127.0.0.1", port: int = 8000, api
     :class:`~snapkv_cli.server.listen.Listener`. Refuses a non-loopback ``host`` without ``api_key`` first."""
     from ..server.security import check_binding
 
+    api_key = api_key or None  # an empty key is no key
     check_binding(host, api_key)
     options = choices.build()
     from ..answering.presenter import Presenter

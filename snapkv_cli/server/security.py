@@ -47,12 +47,12 @@ def presented_key(headers: dict[bytes, bytes]) -> str | None:
     scheme, _, value = authorization.partition(" ")
     if scheme.lower() == "bearer":
         return value.strip()
-    if scheme.lower() == "basic":
-        try:
-            return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[2]
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-    return headers.get(b"x-api-key", b"").decode("latin-1").strip() or None
+    if scheme.lower() != "basic":
+        return None
+    try:
+        return base64.b64decode(value.strip(), validate=True).decode("utf-8").partition(":")[2]
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 def key_matches(presented: str | None, expected: str) -> bool:
