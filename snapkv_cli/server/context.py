@@ -96,8 +96,7 @@ class ServerContext:
         """Wait for ``job`` (or the first of ``also``), cancelling it if the client disconnects meanwhile; returns
         the job's result once it is done (None while only one of ``also`` is), raising its error as an
         :class:`ApiError`."""
-        done = asyncio.wrap_future(job.future)
-        done.add_done_callback(_retrieved)  # raised below, or by whoever streams the job's events
+        done = job.awaitable()
         watcher = asyncio.ensure_future(_disconnect(request))
         try:
             await asyncio.wait({done, watcher, *also}, return_when=asyncio.FIRST_COMPLETED)
@@ -145,9 +144,3 @@ async def _disconnect(request: Request) -> None:
     """Returns when the client has disconnected (the request's body already read)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
-
-
-def _retrieved(future: asyncio.Future) -> None:
-    """Mark a future's error as seen (asyncio logs the errors of futures nobody asked)."""
-    if not future.cancelled():
-        future.exception()

@@ -62,7 +62,7 @@ async def stream_job(job: Job, events: AnswerEvents, render: Callable[[str, obje
                      ) -> AsyncIterator[str]:
     """The events of ``job``: ``render(kind, value)`` for each of its events (None: nothing to send), then
     ``finish(result)``, or ``fail(error)`` when it failed; the job is cancelled if the client leaves first."""
-    done = asyncio.wrap_future(job.future)
+    done = job.awaitable()
     try:
         while True:
             getter = asyncio.ensure_future(events.queue.get())

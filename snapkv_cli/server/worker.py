@@ -8,6 +8,7 @@ raising :class:`Cancelled` at its next prefilled layer or generated token, once 
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import math
 import queue
@@ -43,6 +44,13 @@ class Job:
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     stop: threading.Event = field(default_factory=threading.Event)
     deadline: float | None = None
+
+    def awaitable(self) -> asyncio.Future:
+        """The job's outcome as a future of the running event loop; its error is marked seen, so that a job whose
+        client left does not log one (whoever awaits it still gets it)."""
+        done = asyncio.wrap_future(self.future)
+        done.add_done_callback(lambda future: future.cancelled() or future.exception())
+        return done
 
     def cancel(self) -> None:
         """Stop the job: before it starts, it never runs; while it runs, at its next layer or token."""
