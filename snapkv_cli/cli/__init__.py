@@ -7,7 +7,7 @@ drive :class:`snapkv_cli.answering.runner.Runner` with a presenter from :mod:`sn
 
 from __future__ import annotations
 
-from . import ask, batch, bench, cache, chat, inspect, models  # noqa: F401  (each registers its commands on the app)
+from . import ask, batch, bench, cache, chat, inspect, models, serve  # noqa: F401  (each registers its commands on the app)
 from .app import EXAMPLE, app
 
 __all__ = ["EXAMPLE", "app", "main"]

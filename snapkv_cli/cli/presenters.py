@@ -21,6 +21,7 @@ from rich.table import Table
 
 from ..answering.presenter import Presenter
 from ..batch.presenter import BatchPresenter
+from ..views.answer_stream import AnswerStream
 from ..views.progress_display import progress_view
 from ..views.units import human_bytes
 
@@ -52,24 +53,6 @@ class ProgressPresenter(Presenter):
 
     def close(self) -> None:
         self.view.stop()
-
-
-class AnswerStream:
-    """Writes a streamed answer to ``out`` as the stripped answer: leading whitespace dropped, trailing held back."""
-
-    def __init__(self, out: TextIO):
-        self.out, self.started, self.held = out, False, ""
-
-    def __call__(self, text: str) -> None:
-        if not self.started:
-            text = text.lstrip()
-            self.started = bool(text)
-        text = self.held + text
-        body = text.rstrip()
-        self.held = text[len(body):]
-        if body:
-            self.out.write(body)
-            self.out.flush()
 
 
 class AnswerPresenter(ProgressPresenter):

@@ -1,0 +1,159 @@
+"""The OpenAI-compatible API: ``GET /v1/models`` and ``POST /v1/chat/completions``, streamed and not.
+
+A chat's last message is the question (so it falls in the observation window, as ``ask``'s question does); the
+messages before it, their texts joined by blank lines, are the document, read as ``ask`` reads one piped in. The
+session is found by the prompt prefix's tokens, so a client that resends the same document with each question (as
+chat clients do) pays its prefill once. ``max_tokens``, ``temperature``, ``seed`` and ``stop`` are honoured;
+compression settings may come in the extension field ``snapkv: {"settings": {...}}`` (the names of ``ask``'s
+options: ``method``, ``budget``, ``window_size``...), and the answer's report (``ask --json``'s object) comes back in
+``snapkv: {"report": ...}`` (the last chunk's, when streamed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+from .bodies import read_json
+from .context import ServerContext
+from .errors import ApiError
+from .sessions import Decoding
+from .sse import AnswerEvents, event, stream_job
+
+EXTENSION = "snapkv"
+
+
+def _content(message: dict, index: int) -> str:
+    """The text of a message: a string, or the text parts of a list of parts."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+        return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+    raise ApiError(400, f"messages[{index}].content must be a string or a list of text parts",
+                   param=f"messages[{index}].content")
+
+
+def question_and_document(body: dict) -> tuple[str, str]:
+    """The last message (a user's) as the question, the texts of the messages before it as the document."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise ApiError(400, "messages must be a non-empty list of messages", param="messages")
+    if messages[-1].get("role") != "user":
+        raise ApiError(400, "the last message must be the user's question", param="messages")
+    question = _content(messages[-1], len(messages) - 1).strip()
+    if not question:
+        raise ApiError(400, "the question (the last message) is empty: it needs some text", param="messages")
+    document = "\n\n".join(_content(message, index) for index, message in enumerate(messages[:-1])).strip()
+    if not document:
+        raise ApiError(400, "no document: send it in a message (system or user) before the question",
+                       param="messages")
+    return question, document
+
+
+def _number(body: dict, name: str, kind, low, *, above: bool = False):
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, kind) or (value <= low if above else value < low):
+        bound = f"above {low}" if above else f"at least {low}"
+        raise ApiError(400, f"{name} must be a number {bound}, got {value!r}", param=name)
+    return value
+
+
+def decoding(body: dict) -> Decoding:
+    """The request's decoding options (OpenAI's names)."""
+    if body.get("n", 1) != 1:
+        raise ApiError(400, "n must be 1: one answer per request", param="n")
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop)):
+        raise ApiError(400, "stop must be a string or a list of non-empty strings", param="stop")
+    tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    return Decoding(max_new_tokens=_number({"max_tokens": tokens}, "max_tokens", int, 1),
+                    temperature=_number(body, "temperature", (int, float), 0),
+                    seed=_number(body, "seed", int, -2**63), stop=tuple(stop or ()))
+
+
+def requested_settings(context: ServerContext, body: dict):
+    """The compression settings of the extension field ``snapkv: {"settings": {...}}`` (None: the server's)."""
+    extension = body.get(EXTENSION) or {}
+    if not isinstance(extension, dict):
+        raise ApiError(400, f"{EXTENSION} must be an object", param=EXTENSION)
+    return context.settings(extension.get("settings"))
+
+
+def finish_reason(report: dict) -> str:
+    return "length" if report["stop"]["reason"] == "max_new_tokens" else "stop"
+
+
+def usage(report: dict) -> dict:
+    return {"prompt_tokens": report["prompt_tokens"], "completion_tokens": report["generated_tokens"],
+            "total_tokens": report["prompt_tokens"] + report["generated_tokens"]}
+
+
+def routes(context: ServerContext) -> list[Route]:
+    async def models(request: Request):
+        return JSONResponse({"object": "list", "data": [
+            {"id": context.runner.loaded.name, "object": "model", "created": 0, "owned_by": "snapkv"}]})
+
+    async def chat_completions(request: Request):
+        body = await read_json(request, context.json_limit)
+        question, text = question_and_document(body)
+        options = decoding(body)
+        settings = requested_settings(context, body)
+        document = await run_in_threadpool(context.read_text, text, "<chat>")
+        loop = asyncio.get_running_loop()
+        events = AnswerEvents(loop)
+        job = context.submit(lambda: context.sessions.answer(document, question, settings=settings,
+                                                             decoding=options), events)
+        identifier, created, model = f"chatcmpl-{secrets.token_hex(12)}", int(time.time()), context.runner.loaded.name
+        if not body.get("stream"):
+            answer = await context.outcome(request, job)
+            report = answer.report.to_json()
+            return JSONResponse({
+                "id": identifier, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": report["answer"]},
+                             "finish_reason": finish_reason(report), "logprobs": None}],
+                "usage": usage(report), EXTENSION: {"report": report}})
+        # the response starts with the first event: a request that fails before it gets its HTTP status
+        await context.outcome(request, job, events.begun)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        def chunk(delta: dict, reason: str | None = None, **extra) -> str:
+            return event({"id": identifier, "object": "chat.completion.chunk", "created": created, "model": model,
+                          "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}],
+                          **extra})
+
+        def render(kind: str, value) -> str | None:
+            return chunk({"content": value}) if kind == "text" else None
+
+        def finish(answer) -> list[str]:
+            report = answer.report.to_json()
+            sent = [chunk({}, finish_reason(report), **{EXTENSION: {"report": report}})]
+            if include_usage:
+                sent.append(event({"id": identifier, "object": "chat.completion.chunk", "created": created,
+                                   "model": model, "choices": [], "usage": usage(report)}))
+            return [*sent, event("[DONE]")]
+
+        def fail(error: Exception) -> list[str]:
+            return [event(context.api_error(error).body()), event("[DONE]")]
+
+        async def body_events():
+            yield chunk({"role": "assistant", "content": ""})
+            async for sent in stream_job(job, events, render, finish, fail):
+                yield sent
+
+        return StreamingResponse(body_events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    return [Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/chat/completions", chat_completions, methods=["POST"])]
+
