@@ -30,9 +30,9 @@ from pathlib import Path
 
 import httpx
 
-from tools.multi_question_bench import QUESTIONS, build_document
 from snapkv_cli.bench.provenance import provenance, run_start, write_result
 from snapkv_cli.doc_cache import DOC_CACHE_ENV
+from tools.multi_question_bench import QUESTIONS, build_document
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_NEW_TOKENS = 32
