@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from starlette.requests import Request
 
-from ..answering.documents import Document, megabytes
+from ..answering.documents import Document
 from ..answering.runner import Runner
 from ..engine import CompressionSettings
 from ..errors import UserError
@@ -52,12 +52,7 @@ class ServerContext:
     @property
     def document_limit(self) -> int:
         """The size limit of a document in bytes (``--max-document-mb``)."""
-        limit = megabytes(self.runner.options.max_document_mb)
-        if limit is None:
-            from ..answering.documents import max_document_bytes
-
-            limit = max_document_bytes()
-        return limit
+        return self.runner.options.reader.max_bytes
 
     @property
     def json_limit(self) -> int:

@@ -68,6 +68,12 @@ class DocumentReader:
     pages: str | None = None
     max_document_mb: float | None = None
 
+    @property
+    def max_bytes(self) -> int:
+        """The size limit in bytes (:func:`~.source.max_document_bytes` when the reader was given none)."""
+        limit = megabytes(self.max_document_mb)
+        return max_document_bytes() if limit is None else limit
+
     def read(self, path: str, *, pages: str | None = None,
              stdin: typing.TextIO | typing.BinaryIO | None = None) -> Document:
         """The document at ``path`` (``-``: stdin), with ``pages`` (a batch job's own selection) else the reader's,
