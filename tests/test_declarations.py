@@ -16,6 +16,7 @@ import json
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,15 +37,27 @@ def _ours(name: str) -> bool:
     return name == PACKAGE or name.startswith(PACKAGE + ".")
 
 
+@contextmanager
+def fresh_package():
+    """The package imported afresh inside the block (a test extends its declarations there); the modules as they
+    were come back after."""
+    saved = {name: module for name, module in sys.modules.items() if _ours(name)}
+    for name in saved:
+        del sys.modules[name]
+    try:
+        yield
+    finally:
+        for name in [name for name in sys.modules if _ours(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
 @pytest.fixture
 def extended():
     """A fresh import of the package whose settings declare one more setting (``dummy_knob``: ``--dummy-knob
     quiet|loud``, shown as "loud knob", benchmark suffix ``+loudknob``) and whose registry holds one more method
     (``dummykv``: SnapKV's policy under another name, pooling its votes); the package as it was comes back after."""
-    saved = {name: module for name, module in sys.modules.items() if _ours(name)}
-    for name in saved:
-        del sys.modules[name]
-    try:
+    with fresh_package():
         settings = importlib.import_module(f"{PACKAGE}.engine.settings")
         engine = importlib.import_module(f"{PACKAGE}.engine")
 
@@ -67,10 +80,6 @@ def extended():
 
         policies.POLICIES["dummykv"] = DummyPolicy
         yield importlib.import_module(f"{PACKAGE}.cli")
-    finally:
-        for name in [name for name in sys.modules if _ours(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
 
 
 @pytest.fixture
@@ -79,10 +88,7 @@ def extended_generation():
     --no-dummy-stop``, off by default, shown in the report's stop block as ``dummy_stopped``), which the commands that
     answer take, and ``dummy_chunk`` (``--dummy-chunk``, env ``SNAPKV_DUMMY_CHUNK``), a model option, which the
     benchmarks take too; no code reads either. The package as it was comes back after."""
-    saved = {name: module for name, module in sys.modules.items() if _ours(name)}
-    for name in saved:
-        del sys.modules[name]
-    try:
+    with fresh_package():
         options = importlib.import_module(f"{PACKAGE}.generation.options")
         generation = importlib.import_module(f"{PACKAGE}.generation")
 
@@ -96,10 +102,6 @@ def extended_generation():
 
         options.GenerationOptions = generation.GenerationOptions = GenerationOptions
         yield importlib.import_module(f"{PACKAGE}.cli")
-    finally:
-        for name in [name for name in sys.modules if _ours(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
 
 
 def _shown(text: str) -> str:
