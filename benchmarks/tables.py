@@ -926,6 +926,33 @@ def weight_dtype_table(path: str) -> str:
                     "peak RSS MB", "load_s"], rows))
 
 
+def kernel_probe_table(path: str) -> str:
+    """``benchmarks/kernel_probe.py``: each product's milliseconds per call per kernel (median of the rounds) and its
+    speed against float32 within each round (median, min-max)."""
+    report = _load(path)
+    variants = ("float32", "bf16_onednn", "bf16_no_onednn", "int8_bf16", "int8_f32")
+    names = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
+             "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x"}
+
+    def cell(row: dict, variant: str) -> str:
+        if variant not in row:
+            return ""
+        value = row[variant]
+        if variant == "float32":
+            return f"{value['ms_median']:.3g} ms"
+        return (f"{value['ms_median']:.3g} ms, x{value['speedup_vs_float32_median']:.2f} "
+                f"({value['speedup_vs_float32_min']:.2f}-{value['speedup_vs_float32_max']:.2f})")
+
+    rows = [[f"`{shape}`", *[cell(row, variant) for variant in variants]]
+            for block in ("decode", "prefill") for shape, row in report[block].items()]
+    machine = report["provenance"]["machine"]
+    table = _table((["product (x @ W.T)", *[names[variant] for variant in variants]], rows))
+    return table + (f"\n{machine['cpu']}, vector features {', '.join(machine['cpu_features'])} (no native bfloat16: "
+                    f"{report['native_bf16'] is None}), torch {machine['torch']}, {machine['torch_threads']} thread, "
+                    f"load average {report['provenance']['load_average_before'][0]} before, "
+                    f"{report['provenance']['load_average_after'][0]} after.\n")
+
+
 def methods_table() -> str:
     """The README's table of methods, from the method registry (:mod:`snapkv_cli.engine.methods`)."""
     from snapkv_cli.engine.methods import METHODS
@@ -1156,6 +1183,7 @@ GENERATORS = {
     "decode-profile": decode_profile,
     "methods-timing": methods_timing,
     "weight-dtype-table": weight_dtype_table,
+    "kernel-probe": kernel_probe_table,
     "selection-cost": selection_cost,
     "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
