@@ -350,6 +350,9 @@ MEANINGS = {
     "stop.stop_string": "the stop string that ended the answer, else null",
     "stop.stop_on_repeat": "whether a loop ends the answer (`--stop-on-repeat`)",
     "stop.repeated": "the text of the tokens that looped, else null",
+    "decode_path": "with `--decode-weights bfloat16`: what the decoding steps ran and why (bfloat16 copies of the "
+                   "Linear weights, attention and KV cache float32, the kernel setting), or why the weights as "
+                   "loaded ran instead; else null",
 }
 
 # What ``snapkv inspect --json`` says differently, or adds.

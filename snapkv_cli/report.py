@@ -193,6 +193,7 @@ class Report:
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
     stop: StopInfo = field(default_factory=lambda: StopInfo(strings=[], stopped_by="eos"))
+    decode_path: str | None = None  # what the decoding steps ran and why, where not the weights as loaded
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self, *, answer: bool = True) -> dict:
@@ -285,4 +286,5 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         stop=StopInfo(strings=list(result.stop_strings), stopped_by=result.stopped_by, reason=result.stop_reason,
                       stop_string=result.stopped_by if result.stop_reason == "stop_string" else None,
                       stop_on_repeat=result.stop_on_repeat, repeated=result.repeated),
+        decode_path=getattr(result, "decode_path", None),
     )

@@ -36,6 +36,7 @@ class AccuracyPlan(MethodGrid):
     samples: int = 5
     split: str = "test"
     prefill_chunk: int | None = None  # prefill in chunks of this many tokens (memory only: the selection is exact)
+    decode_weights: str = "same"  # the decoding steps' weights (--decode-weights)
 
     def new_tokens(self, kind: str) -> int:
         return self.max_new_tokens or NEW_TOKENS[kind]
@@ -99,7 +100,8 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                     document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
                     session = DocumentSession(loaded, document, plan.settings("full", None), template,
                                               generation=GenerationOptions(max_new_tokens=new_tokens,
-                                                                           prefill_chunk=plan.prefill_chunk),
+                                                                           prefill_chunk=plan.prefill_chunk,
+                                                                           decode_weights=plan.decode_weights),
                                               attention_sums=attention_sums)
                     prefilled = task.document
                 try:

@@ -81,10 +81,13 @@ class NiahOutcome:
 
 
 def run_niah(loaded: LoadedModel, plan: NiahPlan, haystack: Haystack, *, prefill_chunk: int | None = None,
-             on_outcome: Callable[[NiahOutcome], None] | None = None) -> list[NiahOutcome]:
-    """Every cell of ``plan``; ``prefill_chunk`` (None: the model's own default) bounds the prefill's memory."""
+             on_outcome: Callable[[NiahOutcome], None] | None = None,
+             decode_weights: str = "same") -> list[NiahOutcome]:
+    """Every cell of ``plan``; ``prefill_chunk`` (None: the model's own default) bounds the prefill's memory;
+    ``decode_weights``: the decoding steps' weights (``--decode-weights``)."""
     tokenizer = loaded.tokenizer
-    generation = GenerationOptions(max_new_tokens=plan.max_new_tokens, prefill_chunk=prefill_chunk)
+    generation = GenerationOptions(max_new_tokens=plan.max_new_tokens, prefill_chunk=prefill_chunk,
+                                   decode_weights=decode_weights)
     attention_sums = plan.needs_attention_sums()
     text = haystack_text(tokenizer, haystack, max(plan.lengths))
     outcomes: list[NiahOutcome] = []

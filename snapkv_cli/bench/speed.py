@@ -63,6 +63,7 @@ class SpeedPlan:
     kernel_size: int = 15
     pooling: str = "maxpool"
     chunk_size: int | None = None
+    decode_weights: str = "same"  # the decoding steps' weights in the rows that run this project's cache
     method: str = default_label()  # the compressing row's bench label
 
     def configurations(self) -> list[Configuration]:
@@ -197,7 +198,8 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, configuration
                                        kernel_size=plan.kernel_size, pooling=plan.pooling, **overrides)
         with attached(model), PeakRSS() as peak:
             result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(
-                max_new_tokens=plan.new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size))
+                max_new_tokens=plan.new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size,
+                decode_weights=plan.decode_weights))
             kv_bytes = _prompt_kv_bytes(result.cache, result.decode_steps)
         prefill_s, decode_s, steps = result.prefill_s, result.decode_s, result.decode_steps
         selection_s, plain = result.cache.selection_seconds, False

@@ -34,7 +34,14 @@ from ..documents import (
 )
 from ..engine.settings import CompressionSettings, Setting, alternatives, library_default, settings_declarations
 from ..errors import InvalidValue, UserError
-from ..models.placement import QUANTIZATIONS, parse_device, parse_dtype, parse_quantize
+from ..models.placement import (
+    DECODE_WEIGHTS,
+    QUANTIZATIONS,
+    parse_decode_weights,
+    parse_device,
+    parse_dtype,
+    parse_quantize,
+)
 from ..models.sources import check_reachable, model_source
 from ..prompting import TRUNCATIONS, Template, load_template
 
@@ -72,6 +79,9 @@ MODEL_OPTIONS: tuple[SharedOption, ...] = (
     _option("quantize", Optional[str], None, "--quantize", panel=MODEL_PANEL,
             help="Quantize the weights: " + ", ".join(f"{name} ({what})" for name, what in QUANTIZATIONS.items())
                  + "; needs torchao, the int8 extra of the package (default: none)."),
+    _option("decode_weights", str, "same", "--decode-weights", panel=MODEL_PANEL,
+            help="The weights the decoding steps multiply by: " + ", ".join(
+                f"{name} ({what})" for name, what in DECODE_WEIGHTS.items()) + "."),
     _option("device_map", Optional[str], None, "--device-map", panel=MODEL_PANEL,
             help="Shard the model over devices with accelerate (e.g. auto); overrides --device."),
     _option("prefill_chunk", Optional[int], None, "--prefill-chunk", min=1, envvar="SNAPKV_PREFILL_CHUNK",
@@ -183,7 +193,8 @@ class RunChoices:
         values = self.values
         generation = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
                                        seed=values["seed"], prefill_chunk=values["prefill_chunk"],
-                                       stop_on_repeat=values["stop_on_repeat"])
+                                       stop_on_repeat=values["stop_on_repeat"],
+                                       decode_weights=parse_decode_weights(values["decode_weights"]))
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                           quantize=parse_quantize(values["quantize"]),
                           device_map=values["device_map"], settings=self.settings, generation=generation,
@@ -225,6 +236,7 @@ def check_run_values(values: dict) -> RunChoices:
     parse_device(values["device"])
     parse_dtype(values["dtype"])
     parse_quantize(values["quantize"])
+    parse_decode_weights(values["decode_weights"])
     return RunChoices(values, settings, template)
 
 
@@ -265,18 +277,21 @@ def run_options(command):
 
 def model_options(command):
     """Give ``command`` the model options (:data:`MODEL_OPTIONS`); it receives them as ``options: RunOptions``
-    (model, device, dtype, quantization, device map and prefill chunk set; the rest at their defaults)."""
+    (model, device, dtype, quantization, device map, prefill chunk and decode weights set; the rest at their
+    defaults)."""
 
     def build(values: dict) -> dict:
         parse_device(values["device"])  # the names are checked before torch is imported
         parse_dtype(values["dtype"])
         quantize = parse_quantize(values["quantize"])
+        decode_weights = parse_decode_weights(values["decode_weights"])
         check_reachable(model_source(values["model"]))
         from ..generation import GenerationOptions
         from ..runner import RunOptions
 
         return {"options": RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                                       quantize=quantize, device_map=values["device_map"],
-                                      generation=GenerationOptions(prefill_chunk=values["prefill_chunk"]))}
+                                      generation=GenerationOptions(prefill_chunk=values["prefill_chunk"],
+                                                                   decode_weights=decode_weights))}
 
     return _with_shared(MODEL_OPTIONS, build)(command)

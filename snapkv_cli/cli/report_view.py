@@ -57,7 +57,8 @@ def weights_text(report: Report) -> str:
     keys existed (the docs' examples) shows the dtype alone."""
     quantization, reason = getattr(report, "quantization", None), getattr(report, "dtype_reason", None)
     quantized = f", {quantization} Linear layers" if quantization else ""
-    return f"{report.dtype}{quantized}" + (f" ({reason})" if reason else "")
+    decode = getattr(report, "decode_path", None)
+    return f"{report.dtype}{quantized}" + (f" ({reason})" if reason else "") + (f"; {decode}" if decode else "")
 
 
 def time_text(report: Report) -> str:

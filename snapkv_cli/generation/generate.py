@@ -15,6 +15,7 @@ from ..engine.families import is_attention_module
 from ..engine.words import prompt_word_ids
 from ..presenters import Presenter
 from .allocator import return_freed_memory_to_os
+from .decode_path import decode_path
 from .stopping import LOOP_RULE, STOP_REASONS, StopRule
 from .streaming import AnswerText
 
@@ -35,6 +36,7 @@ class GenerationResult:
     stop_strings: tuple[str, ...] = ()  # the stop strings in force (none: only the end-of-sequence token)
     stop_on_repeat: bool = True  # whether the loop rule was in force
     repeated: str | None = None  # the text of the n-gram that looped, when a loop ended the answer
+    decode_path: str | None = None  # what the decoding steps ran and why, where not the weights as loaded
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -124,8 +126,10 @@ class GenerationOptions:
     ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
     of that many tokens to bound activation memory; the selection stays exact; None is one pass),
     ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
-    model's rule, :data:`.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
-    ends there (:data:`.stopping.LOOP_RULE`)."""
+    model's rule, :data:`.stopping.BASE_MODEL_STOP`), ``stop_on_repeat``: an answer caught in a loop
+    ends there (:data:`.stopping.LOOP_RULE`), and ``decode_weights``: ``same`` (the weights as loaded) or
+    ``bfloat16`` (the decoding steps' products read bfloat16 copies of a float32 model's weights,
+    :mod:`.decode_path`)."""
 
     max_new_tokens: int = MAX_NEW_TOKENS
     temperature: float = 0.0
@@ -134,6 +138,7 @@ class GenerationOptions:
     prefill_chunk: int | None = None
     stop_strings: tuple[str, ...] = ()
     stop_on_repeat: bool = True
+    decode_weights: str = "same"
 
 
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
@@ -171,6 +176,8 @@ def generate_answer(
     """
     prepare(model)
     device = model.device
+    path, not_applied = decode_path(model, options.decode_weights)
+    stepping = path.step if path is not None else contextlib.nullcontext
     if prefix is not None:
         cache, start = prefix.fork(settings), prefix.get_seq_length()
     else:
@@ -215,12 +222,14 @@ def generate_answer(
                 break
             position = torch.tensor([prompt_length + step], device=device)
             decode_steps += 1
-            logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
-                           use_cache=True).logits[:, -1]
+            with stepping():
+                logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
+                               use_cache=True).logits[:, -1]
         synchronize(device)
         decode_s = time.perf_counter() - started
     answer = text.finish()
     return GenerationResult(answer=answer, generated_ids=text.ids, prompt_tokens=prompt_length, cache=cache,
                             prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps,
                             reused_prefix_tokens=start, stopped_by=stopped_by, stop_strings=options.stop_strings,
-                            stop_on_repeat=options.stop_on_repeat, repeated=repeated)
+                            stop_on_repeat=options.stop_on_repeat, repeated=repeated,
+                            decode_path=path.describe() if path is not None else not_applied)

@@ -1,5 +1,5 @@
 """Where, in what precision and how quantized a model is loaded, as a user names them (``--device``, ``--dtype``,
-``--quantize``).
+``--quantize``, ``--decode-weights``).
 
 :func:`parse_device`, :func:`parse_dtype` and :func:`parse_quantize` check the names without torch, so that a typo
 (or a missing optional library) is reported before torch is imported; the loader then resolves them on this machine
@@ -18,6 +18,22 @@ DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", 
 
 # --quantize values -> what they do (the option's help); each needs torchao (the ``int8`` extra)
 QUANTIZATIONS = {"int8": "weight-only int8 for the decoder's Linear layers (torchao)"}
+
+# --decode-weights values -> what they do (the option's help; snapkv_cli.generation.decode_path runs them)
+DECODE_WEIGHTS = {
+    "same": "the weights as loaded",
+    "bfloat16": "bfloat16 copies of a float32 model's Linear weights for one-token decoding steps (a CPU); the "
+                "prefill, attention and KV cache stay float32",
+}
+
+
+def parse_decode_weights(value: str | None) -> str:
+    """``same`` (also for None and "") or ``bfloat16`` (also ``bf16``); any other value is a :class:`UserError`."""
+    key = (value or "same").strip().lower()
+    key = {"bf16": "bfloat16"}.get(key, key)
+    if key not in DECODE_WEIGHTS:
+        raise UserError(f"unknown decode weights '{value}'; use {' or '.join(DECODE_WEIGHTS)}")
+    return key
 
 
 def parse_device(device: str | None) -> tuple[str, int | None]:
