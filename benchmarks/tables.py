@@ -796,6 +796,38 @@ def llamacpp_table(path: str) -> str:
             + llamacpp_bench.markdown(llamacpp_bench.summarize(runs), report["args"]["model"]))
 
 
+def decode_weights_sentence(path: str) -> str:
+    """What ``--decode-weights bfloat16`` measured against float32 and llama.cpp (llama.cpp peer bench run with
+    ``--decode-weights same bfloat16``), as one sentence per thread count: the paired ratios' range over lengths."""
+    report = _load(path)
+    runs = report["runs"]
+    fast = llamacpp_bench.snapkv_tool("bfloat16")
+    rows = llamacpp_bench.summarize(runs)
+    machine = report["provenance"]["machine"]
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+
+    def span(key: str, metric: str, selected: list[dict]) -> str:
+        low = min(row[key][metric]["min"] for row in selected)
+        high = max(row[key][metric]["max"] for row in selected)
+        return f"{low:.2f}x" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}x"
+
+    parts = []
+    for threads in sorted({row["threads"] for row in rows}):
+        selected = [row for row in rows if row["threads"] == threads and f"{fast}_over_llamacpp" in row]
+        if not selected:
+            continue
+        lengths = " and ".join(f"{row['length']:,}" for row in selected)
+        parts.append(
+            f"at {lengths} tokens on {threads} thread{'s' if threads > 1 else ''}, bfloat16 decoding steps ran "
+            f"{span(f'{fast}_over_snapkv-cli', 'decode_tokens_per_s', selected)} float32's decode speed and "
+            f"{span(f'{fast}_over_llamacpp', 'decode_tokens_per_s', selected)} llama.cpp's, and read the prompt "
+            f"{span(f'{fast}_over_llamacpp', 'prefill_tokens_per_s', selected)} llama.cpp's speed")
+    rounds = len({run["round"] for run in runs})
+    return (f"Measured on a {machine['cpus']}-core {machine['cpu']} with {', '.join(machine['cpu_features'])} (no "
+            f"native bfloat16), {rounds} paired round{'s' if rounds > 1 else ''} in fresh processes, load average "
+            f"{min(loads):.1f}-{max(loads):.1f} (other jobs shared the machine): " + "; ".join(parts) + ".\n")
+
+
 def dtype_retention(folder: str, *niah_reference: str) -> str:
     """What bfloat16 weights keep of float32's right answers (bench test split) and exact needle cells, paired."""
     summary = dtype_accuracy.summarize(DOCS / folder, "float32", "bfloat16", [DOCS / path for path in niah_reference])
@@ -1168,6 +1200,7 @@ GENERATORS = {
     "peers-table": peers_table,
     "peers-default-table": peers_default_table,
     "llamacpp-table": llamacpp_table,
+    "decode-weights-sentence": decode_weights_sentence,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
     "default-readme": default_readme,
