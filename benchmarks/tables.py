@@ -828,21 +828,32 @@ def decode_weights_sentence(path: str) -> str:
             f"{min(loads):.1f}-{max(loads):.1f} (other jobs shared the machine): " + "; ".join(parts) + ".\n")
 
 
-def dtype_retention(folder: str, *niah_reference: str) -> str:
-    """What bfloat16 weights keep of float32's right answers (bench test split) and exact needle cells, paired."""
-    summary = dtype_accuracy.summarize(DOCS / folder, "float32", "bfloat16", [DOCS / path for path in niah_reference])
+def dtype_retention(folder: str, *niah_reference: str, candidate: str = "bfloat16",
+                    header: str = "float32's right answers kept in bfloat16") -> str:
+    """What bfloat16 weights (or another ``candidate`` run) keep of float32's right answers (bench test split) and
+    exact needle cells, paired; a candidate without a needle run says so in its needle column."""
+    summary = dtype_accuracy.summarize(DOCS / folder, "float32", candidate, [DOCS / path for path in niah_reference])
+    niah_rows = summary["niah"]["by_label"] if "niah" in summary else {}
     rows = []
     for label, row in summary["accuracy"]["by_label"].items():
-        niah = summary["niah"]["by_label"].get(label, {})
+        niah = niah_rows.get(label, {})
         rows.append([label, f"{row['kept']} / {row['reference_correct']}", _percent_interval(row["retention_interval"]),
                      f"+{row['gained']} -{row['lost']}", f"{row['same_answer']} / {row['pairs']}",
-                     f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}"])
+                     f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}" if "niah" in summary
+                     else "not run"])
     total = summary["accuracy"]["pooled"]
     rows.append(["all", f"{total['kept']} / {total['reference_correct']} ({100 * total['retention']:.1f}%)",
                  _percent_interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
-                 f"{summary['niah']['lost_cells']} lost"])
-    return _table((["method", "float32's right answers kept in bfloat16", "interval", "gained / lost",
-                    "identical answers", "exact needle cells kept"], rows))
+                 f"{summary['niah']['lost_cells']} lost" if "niah" in summary else "not run"])
+    return _table((["method", header, "interval", "gained / lost", "identical answers", "exact needle cells kept"],
+                   rows))
+
+
+def decode_weights_retention(folder: str, *niah_reference: str) -> str:
+    """What bfloat16 decoding steps (``--decode-weights bfloat16``, run ``decode-bf16``) keep of float32's right
+    answers and exact needle cells, paired as :func:`dtype_retention`."""
+    return dtype_retention(folder, *niah_reference, candidate="decode-bf16",
+                           header="float32's right answers kept with bfloat16 decoding steps")
 
 
 def default_rule_table(folder: str) -> str:
@@ -1201,6 +1212,7 @@ GENERATORS = {
     "peers-default-table": peers_default_table,
     "llamacpp-table": llamacpp_table,
     "decode-weights-sentence": decode_weights_sentence,
+    "decode-weights-retention": decode_weights_retention,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
     "default-readme": default_readme,
