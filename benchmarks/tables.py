@@ -849,6 +849,32 @@ def dtype_retention(folder: str, *niah_reference: str, candidate: str = "bfloat1
                    rows))
 
 
+def decode_step_profile_table(path: str) -> str:
+    """``benchmarks/decode_step_profile.py``: a decoding step's time, float32 against bfloat16 steps (paired rounds),
+    and the ops that take it (torch.profiler, self CPU time per step)."""
+    report = _load(path)
+    summary, profiles = report["summary"], report["profiles"]
+    ops: dict[str, dict] = {}
+    for name, profile in profiles.items():
+        for op in profile["ops"]:
+            ops.setdefault(op["op"], {})[name] = op["self_ms_per_step"]
+    top = sorted(ops, key=lambda op: -max(ops[op].values()))[:6]
+    rows = [[f"`{op}`", *[f"{ops[op][name]:.1f}" if name in ops[op] else "-" for name in profiles]] for op in top]
+    rows.append(["all ops (self CPU time)", *[f"{profile['self_cpu_ms_per_step']:.1f}" for profile in
+                                             profiles.values()]])
+    machine = report["provenance"]["machine"]
+    load = report["provenance"]
+    return (f"{report['prompt_tokens']:,}-token prompt, compressed (budget 1024), {report['cache_positions']:,} cache "
+            f"positions after the steps; {len(report['rounds'])} paired rounds of {report['args']['steps']} steps: "
+            f"float32 {summary['float32_ms_median']:.0f} ms per step, bfloat16 steps "
+            f"{summary['bf16_ms_median']:.0f} ms (median), the bfloat16 steps "
+            f"{summary['speedup_min']:.2f}-{summary['speedup_max']:.2f}x as fast "
+            f"(median {summary['speedup_median']:.2f}x); {machine['cpu']} ({', '.join(machine['cpu_features'])}), "
+            f"{machine['torch_threads']} thread, load average {load['load_average_before'][0]} before, "
+            f"{load['load_average_after'][0]} after.\n\n"
+            + _table((["op (ms per step)", *profiles], rows)))
+
+
 def decode_weights_retention(folder: str, *niah_reference: str) -> str:
     """What bfloat16 decoding steps (``--decode-weights bfloat16``, run ``decode-bf16``) keep of float32's right
     answers and exact needle cells, paired as :func:`dtype_retention`."""
@@ -1213,6 +1239,7 @@ GENERATORS = {
     "llamacpp-table": llamacpp_table,
     "decode-weights-sentence": decode_weights_sentence,
     "decode-weights-retention": decode_weights_retention,
+    "decode-step-profile": decode_step_profile_table,
     "dtype-retention": dtype_retention,
     "default-rule": default_rule_table,
     "default-readme": default_readme,
