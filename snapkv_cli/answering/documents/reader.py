@@ -78,4 +78,4 @@ class DocumentReader:
              stdin: typing.TextIO | typing.BinaryIO | None = None) -> Document:
         """The document at ``path`` (``-``: stdin), with ``pages`` (a batch job's own selection) else the reader's,
         within the reader's size limit."""
-        return load_document(path, pages=pages or self.pages, stdin=stdin, max_bytes=megabytes(self.max_document_mb))
+        return load_document(path, pages=pages or self.pages, stdin=stdin, max_bytes=self.max_bytes)
