@@ -1,18 +1,21 @@
 """Benchmark: ``snapkv serve`` against a cold ``snapkv ask``, and many clients on one server.
 
 1. cold: ``snapkv ask DOC QUESTION --json`` in a fresh process, timed from start to exit (model load included);
-2. warm: the same document uploaded to a running ``snapkv serve``, its first question, then a second one through the
-   documents API, streamed: the second's wall time and its time to the first text of the answer;
+2. warm: the same document uploaded to a running ``snapkv serve`` and asked a first question; then, in each of
+   ``--rounds`` paired rounds, a cold ask as in 1 and the same question through the documents API, streamed (its
+   prefix held in memory): the ratio of their wall times per round, and the warm answer's time to its first text;
 3. many clients: ``--clients`` threads, each asking ``--questions`` questions over ``--documents`` documents (each
    client starts at another document), every answer compared with a serial run of the same questions on the same
-   server; per-request latency p50/p95, and the server's peak resident memory under its ``--keep-mb`` cap.
+   server; per-request latency p50/p95, the server's peak resident memory, and the most prefix KV it held at once
+   (polled each second) against its ``--keep-mb`` cap.
 
 Every document is the example field notes inside prose (about ``--tokens`` tokens,
 :mod:`tools.multi_question_bench`), with the default model and method unless ``--model`` says otherwise.
 
 Usage (from the repository root):
 
-    .venv/bin/python -m tools.serve_bench [--tokens 4096] [--clients 8] [--out docs/serve_bench.json]
+    .venv/bin/python -m tools.serve_bench [--tokens 4096] [--rounds 3] [--clients 8] \
+        [--out docs/results/serve/serve_bench.json]
 """
 
 from __future__ import annotations
@@ -84,10 +87,30 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
 
 
+def spread(values: list[float]) -> dict:
+    """Median, least and most of ``values`` (a paired round each)."""
+    return {"median": round(percentile(values, 0.5), 2), "min": round(min(values), 2), "max": round(max(values), 2)}
+
+
+class StatusPoller(threading.Thread):
+    """``GET /api/status`` each second until stopped: the most prefix KV the server held at once."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.most_held_bytes, self.stopping = url, 0, threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=60) as http:
+            while not self.stopping.wait(1.0):
+                held = http.get("/api/status").json()["sessions"]["bytes"]
+                self.most_held_bytes = max(self.most_held_bytes, held)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="A --model for snapkv (default: the default model).")
     parser.add_argument("--tokens", type=int, default=4096, help="Tokens per document.")
+    parser.add_argument("--rounds", type=int, default=3, help="Paired rounds of a cold ask and a warm question.")
     parser.add_argument("--documents", type=int, default=3)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--questions", type=int, default=5, help="Questions per client.")
@@ -108,14 +131,21 @@ def main() -> None:
         path.write_text(text, encoding="utf-8")
         documents.append(path)
 
-    cold_s, cold = cold_ask(documents[0], QUESTIONS[1], model, env)
     process, url, startup_s = start_server(model, env, args.keep_mb)
     try:
         with httpx.Client(base_url=url, timeout=3600) as http:
+            model_rss = http.get("/api/status").json()["memory"]["peak_rss_bytes"]
             ids = [http.post(f"/api/documents?name={path.name}", content=path.read_bytes()).json()["id"]
                    for path in documents]
             first_s = ask_streamed(http, ids[0], QUESTIONS[0])[0]
-            second_s, ttft_s, second = ask_streamed(http, ids[0], QUESTIONS[1])
+            rounds = []
+            for _ in range(args.rounds):
+                cold_s, cold = cold_ask(documents[0], QUESTIONS[1], model, env)
+                warm_s, ttft_s, warm = ask_streamed(http, ids[0], QUESTIONS[1])
+                rounds.append({"cold_s": round(cold_s, 2), "warm_s": round(warm_s, 2),
+                               "ratio": round(cold_s / warm_s, 2),
+                               "warm_time_to_first_text_s": round(ttft_s, 3), "warm_prefix": warm["prefix"]["source"],
+                               "same_answer": warm["answer"] == cold["answer"]})
             serial = {}
             for document in range(args.documents):
                 for question in QUESTIONS[:args.questions]:
@@ -131,6 +161,8 @@ def main() -> None:
                         latencies.append(wall)
                         answers.append(((document, question), report["answer"]))
 
+            poller = StatusPoller(url)
+            poller.start()
             began = time.perf_counter()
             threads = [threading.Thread(target=client, args=(asked,)) for asked in requests]
             for thread in threads:
@@ -138,23 +170,28 @@ def main() -> None:
             for thread in threads:
                 thread.join()
             concurrent_s = time.perf_counter() - began
+            poller.stopping.set()
+            poller.join()
             status = http.get("/api/status").json()
     finally:
         process.terminate()
         process.wait(60)
     result = {
         "document_tokens": cold["prompt"]["document"], "max_new_tokens": MAX_NEW_TOKENS,
-        "cold_ask": {"wall_s": round(cold_s, 2), "answer": cold["answer"]},
         "server": {"startup_s": round(startup_s, 2), "first_question_s": round(first_s, 2),
-                   "second_question_s": round(second_s, 2), "second_time_to_first_text_s": round(ttft_s, 3),
-                   "second_prefix_source": second["prefix"]["source"], "answer": second["answer"],
-                   "same_answer_as_cold": second["answer"] == cold["answer"],
-                   "cold_over_second": round(cold_s / second_s, 1)},
+                   "model_rss_bytes": model_rss},
+        "cold_vs_warm": {"question": QUESTIONS[1], "answer": cold["answer"], "rounds": rounds,
+                         "cold_s": spread([r["cold_s"] for r in rounds]),
+                         "warm_s": spread([r["warm_s"] for r in rounds]),
+                         "ratio": spread([r["ratio"] for r in rounds]),
+                         "warm_time_to_first_text_s": spread([r["warm_time_to_first_text_s"] for r in rounds]),
+                         "same_answers": sum(r["same_answer"] for r in rounds)},
         "concurrent": {"clients": args.clients, "questions_per_client": args.questions,
                        "documents": args.documents, "requests": len(latencies), "wall_s": round(concurrent_s, 2),
                        "p50_s": round(percentile(latencies, 0.5), 2), "p95_s": round(percentile(latencies, 0.95), 2),
                        "answers_as_serial": sum(serial[key] == answer for key, answer in answers),
-                       "keep_mb": args.keep_mb, "peak_rss_bytes": status["memory"]["peak_rss_bytes"],
+                       "keep_mb": args.keep_mb, "most_held_prefix_bytes": poller.most_held_bytes,
+                       "peak_rss_bytes": status["memory"]["peak_rss_bytes"],
                        "sessions": status["sessions"]},
     }
     print(json.dumps(result, indent=1))
