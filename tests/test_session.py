@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 from transformers import PretrainedConfig
 
 import snapkv_cli.answering.session as pipeline
@@ -130,6 +131,51 @@ def test_a_prefix_with_attention_sums_is_not_served_to_a_session_without_them(lo
     without = session(loaded, SNAPKV, doc_cache=cache, attention_sums=False).ask("What is the code?")
     assert without.report.prefix.source == "prefill" and without.report.doc_cache.status == "stored"
     assert session(loaded, SNAPKV, attention_sums=True).attention_sums is True  # asked for: kept
+
+
+GROWN = Document("notes.txt", "text", (Page(1, DOCUMENT.pages[0].text + " The relief boat is the Morven Lass."),))
+
+
+def test_a_session_continued_from_an_earlier_prefix_prefills_only_what_is_new(loaded, template, session):
+    """A document that grew (a conversation's next turn), built on the prefix of the one before: the tokens they
+    start with alike, less a window, are taken, the rest prefilled, and the answer and every layer's kept positions
+    are those of a session that read it all."""
+    earlier = session(loaded)
+    earlier.ask("What is the code?")
+    held = [tensor.clone() for tensor in earlier.prefix.cache.prefix_state().tensors().values()]
+    continued = pipeline.DocumentSession(loaded, GROWN, SNAPKV, template, generation=FOUR)
+    continued.continue_from(earlier.prefix)
+    answer = continued.ask("What is the boat?")
+    fresh = pipeline.DocumentSession(loaded, GROWN, SNAPKV, template, generation=FOUR).ask("What is the boat?")
+    common = pipeline.common_start(earlier.prefix.ids, answer.prompt.input_ids[:answer.prompt.prefix_length])
+    assert 0 < common < len(earlier.prefix.ids)  # the template's end after the document differs
+    assert answer.report.prefix.reused_tokens == common - SNAPKV.window_size
+    assert fresh.report.prefix.reused_tokens == 0 and answer.report.prefix.source == "prefill"
+    assert answer.result.generated_ids == fresh.result.generated_ids
+    for layer, record in answer.result.cache.records.items():
+        assert torch.equal(record.kept_positions, fresh.result.cache.records[layer].kept_positions), f"layer {layer}"
+    assert all(torch.equal(a, b) for a, b in zip(held, earlier.prefix.cache.prefix_state().tensors().values()))
+    assert continued.ask("What is the code?").report.prefix.source == "memory"  # its own prefix from now on
+
+
+def test_an_earlier_prefix_is_taken_whole_when_the_new_one_starts_with_it(loaded, session):
+    earlier = session(loaded)
+    earlier.ask("What is the code?")
+    longer = session(loaded)
+    longer.continue_from(pipeline.SharedPrefix(earlier.prefix.ids[:-5], earlier.prefix.cache.head(
+        len(earlier.prefix.ids) - 5), "prefill", 0.0, earlier.prefix.doc_cache))
+    answer = longer.ask("What is the code?")
+    assert answer.report.prefix.reused_tokens == len(earlier.prefix.ids) - 5
+    assert answer.result.generated_ids == earlier.ask("What is the code?").result.generated_ids
+
+
+def test_an_earlier_prefix_of_other_settings_or_with_sums_cut_short_is_not_taken(loaded, template, session):
+    earlier = session(loaded, H2O)
+    earlier.ask("What is the code?")
+    for settings in (SNAPKV, H2O):  # without attention sums: other settings; with them: cannot be cut
+        continued = pipeline.DocumentSession(loaded, GROWN, settings, template, generation=FOUR)
+        continued.continue_from(earlier.prefix)
+        assert continued.ask("What is the boat?").report.prefix.reused_tokens == 0
 
 
 def test_a_failed_prefix_leaves_the_session_usable(loaded, session, monkeypatch):

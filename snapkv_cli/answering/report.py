@@ -164,11 +164,14 @@ class Memory:
 @dataclass(frozen=True)
 class PrefixInfo:
     """The question-independent start of the prompt: ``source`` is ``prefill`` (prefilled for this answer),
-    ``memory`` (reused from an earlier answer) or ``disk`` (loaded from the document cache)."""
+    ``memory`` (reused from an earlier answer) or ``disk`` (loaded from the document cache); ``reused_tokens``: of a
+    prefix prefilled for this answer, the first tokens taken from another prefix held in memory instead (a server
+    continuing a conversation), the rest prefilled."""
 
     tokens: int
     source: str
     seconds: float
+    reused_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,11 @@ def context_length(loaded: LoadedModel) -> int:
     return int(getattr(config, "max_position_embeddings", None) or loaded.tokenizer.model_max_length)
 
 
+def common_start(first: list[int], second: list[int]) -> int:
+    """How many tokens ``first`` and ``second`` start with alike."""
+    return next((index for index, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))
+
+
 @dataclass
 class SharedPrefix:
     """The question-independent start of the prompt, prefilled once with its full KV (or loaded from disk).
@@ -40,6 +45,7 @@ class SharedPrefix:
     source: str
     seconds: float
     doc_cache: DocCacheInfo
+    reused: int = 0  # the first tokens taken from an earlier prefix (DocumentSession.continue_from), not prefilled
 
 
 class DocumentSession:
@@ -79,6 +85,7 @@ class DocumentSession:
             else attention_sums
         self.progress = progress or Progress()
         self.prefix: SharedPrefix | None = None
+        self.earlier: SharedPrefix | None = None
         self.asked = 0
 
     # -- the prompt --------------------------------------------------------------------------------------------
@@ -108,6 +115,29 @@ class DocumentSession:
         self.prefix = self._obtain(prefix_ids)
         return self.prefix, True
 
+    def continue_from(self, earlier: SharedPrefix) -> None:
+        """Build this session's prefix, when it is not on disk, on ``earlier`` (another session's prefix on the same
+        model and settings, which stays as it is) where their tokens start alike, prefilling only the rest: a
+        conversation's next turn, or a document that grew, is not read again from its first token."""
+        self.earlier = earlier
+
+    def _earlier_head(self, prefix_ids: list[int]):
+        """(tokens, head): the start of ``prefix_ids`` the earlier prefix gives, as a cache to continue (0, None
+        where it gives none). The whole earlier prefix where it is a start of ``prefix_ids``; otherwise their common
+        start less one window (the continuation makes the window's queries again), unless the earlier prefix
+        cannot be cut (attention sums, sliding-window layers)."""
+        earlier = self.earlier
+        if earlier is None or earlier.cache.accumulate_attention != self.attention_sums \
+                or earlier.cache.settings.window_size != self.settings.window_size:
+            return 0, None
+        common = common_start(earlier.ids, prefix_ids)
+        if common == len(earlier.ids) < len(prefix_ids):
+            return common, earlier.cache.head(common)
+        tokens = common - self.settings.window_size
+        if tokens <= 0 or not earlier.cache.can_cut:
+            return 0, None
+        return tokens, earlier.cache.head(tokens)
+
     def _obtain(self, prefix_ids: list[int]) -> SharedPrefix:
         from ..doc_cache import prefix_key
 
@@ -122,12 +152,16 @@ class DocumentSession:
             if lookup.cache is not None:
                 return SharedPrefix(prefix_ids, lookup.cache, "disk", lookup.seconds,
                                     replace(status, bytes=lookup.bytes))
+        reused, head = self._earlier_head(prefix_ids)
+        self.earlier = None  # read once: this session's later prefixes are its own
         synchronize(self.loaded.device)
         started = time.perf_counter()
+        beyond = f" after {reused} already read" if reused else ""
         cache = build_prefix(self.loaded.model, prefix_ids, self.settings.window_size,
                              accumulate_attention=self.attention_sums,
                              chunk_size=self.generation.prefill_chunk, progress=self.progress,
-                             phase=f"Reading the document: {len(prefix_ids)} tokens")
+                             phase=f"Reading the document: {len(prefix_ids) - reused} tokens{beyond}",
+                             continuing=head)
         synchronize(self.loaded.device)
         seconds = time.perf_counter() - started
         if self.doc_cache is not None:
@@ -137,7 +171,7 @@ class DocumentSession:
                 status = replace(status, status="stored" if status.status == "miss" else "rebuilt", bytes=size)
             else:
                 status = replace(status, status="not_stored", reason=reason, bytes=size or None)
-        return SharedPrefix(prefix_ids, cache, "prefill", seconds, status)
+        return SharedPrefix(prefix_ids, cache, "prefill", seconds, status, reused)
 
     # -- answering ---------------------------------------------------------------------------------------------
     def ask(self, question: str, *, settings: CompressionSettings | None = None, generate: bool = True,
@@ -156,7 +190,8 @@ class DocumentSession:
         if self.share_prefix:
             shared, fresh = self.prepare(prompt)
             prefix = PrefixInfo(tokens=prompt.prefix_length, source=shared.source if fresh else "memory",
-                                seconds=round(shared.seconds, 3) if fresh else 0.0)
+                                seconds=round(shared.seconds, 3) if fresh else 0.0,
+                                reused_tokens=shared.reused if fresh else 0)
             result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, settings, options,
                                      prefix=shared.cache, on_text=self.progress.text, progress=self.progress)
             doc_cache = shared.doc_cache

@@ -206,6 +206,39 @@ class SnapKVCache(DynamicCache):
         fork.pending = {index: replace(pending) for index, pending in self.pending.items()}
         return fork
 
+    @property
+    def can_cut(self) -> bool:
+        """Whether :meth:`head` can take fewer tokens than the whole prefix: not with attention sums (later tokens'
+        queries are in them) nor sliding-window layers (they hold only their last tokens)."""
+        return not self.accumulate_attention and not any(self.is_sliding)
+
+    def head(self, tokens: int) -> SnapKVCache:
+        """An uncompressed prefix of this one's first ``tokens`` tokens, for a prefill to continue from position
+        ``tokens`` into a longer prefix; this one stays as it is (the tensors are shared, the continuation writes into
+        new ones).
+
+        The whole prefix continues as a chunked prefill would: its window queries and attention sums carry on. A
+        shorter head drops them (later tokens' queries made them), so its continuation must be at least a window
+        long; a prefix with attention sums, or with sliding-window layers, cannot be cut (``ValueError``).
+        """
+        length = self.get_seq_length()
+        if self.records:
+            raise ValueError("only an uncompressed prefix (filled inside deferred()) has a head")
+        if not 0 < tokens <= length:
+            raise ValueError(f"a head of {tokens} tokens of a {length}-token prefix")
+        whole = tokens == length
+        if not whole and not self.can_cut:
+            raise ValueError("a prefix with attention sums or sliding-window layers can only be continued whole")
+        head = SnapKVCache(settings=self.settings, accumulate_attention=self.accumulate_attention)
+        head.layer_class_to_replicate = self.layer_class_to_replicate
+        head.layers = [_shared_copy(layer) for layer in self.layers]
+        if whole:  # value norms belong to a prefix of one length: the longer one finds its own
+            head.pending = {index: replace(pending, value_norms=None) for index, pending in self.pending.items()}
+        else:
+            for layer in head.layers:
+                layer.crop(tokens - length)
+        return head
+
     # -- an uncompressed prefix as one value (the document cache stores it) -----------------------------------
     def prefix_state(self) -> PrefixState:
         """This uncompressed prefix (filled inside :meth:`deferred`) as a :class:`~.prefix_state.PrefixState` of the

@@ -113,16 +113,19 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
 
 
 def build_prefix(model, prefix_ids: list[int], window_size: int, *, accumulate_attention: bool = False,
-                 chunk_size: int | None = None, progress: Progress | None = None,
-                 phase: str = "Prefill") -> SnapKVCache:
+                 chunk_size: int | None = None, progress: Progress | None = None, phase: str = "Prefill",
+                 continuing: SnapKVCache | None = None) -> SnapKVCache:
     """Prefill a question-independent prefix and keep its full KV, ready for :meth:`SnapKVCache.fork`
-    (``progress`` is told of it as the phase ``phase``)."""
+    (``progress`` is told of it as the phase ``phase``). ``continuing``: a prefix of the first tokens of
+    ``prefix_ids`` (a :meth:`SnapKVCache.head` of an earlier one), which only the rest are prefilled into."""
     prepare(model)
-    cache = SnapKVCache(settings=CompressionSettings(method="full", window_size=window_size,
-                                                     max_capacity_prompt=window_size + 1),
-                        config=model.config, accumulate_attention=accumulate_attention)
+    cache = continuing if continuing is not None else SnapKVCache(
+        settings=CompressionSettings(method="full", window_size=window_size, max_capacity_prompt=window_size + 1),
+        config=model.config, accumulate_attention=accumulate_attention)
+    start = cache.get_seq_length()
     with torch.inference_mode():
-        prefill(model, prefix_ids, cache, chunk_size=chunk_size, compress=False, progress=progress, phase=phase)
+        prefill(model, prefix_ids[start:], cache, start=start, chunk_size=chunk_size, compress=False,
+                progress=progress, phase=phase)
     return cache
 
 
