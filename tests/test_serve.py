@@ -128,6 +128,32 @@ def test_chat_settings_and_decoding_options_are_honoured(server, tiny_model_path
     assert cut.model_extra["snapkv"]["report"]["stop"]["stop_string"] == stop
 
 
+def test_a_conversation_prefills_only_what_each_turn_adds_and_answers_as_ask(server, tiny_model_path, tmp_path):
+    """A chat client resends the whole conversation each turn: the turns before the question are the document, each
+    after its role, and each turn's prefix is built on the one before it (only what the turn adds is prefilled);
+    every answer is ``ask``'s on that document."""
+    client = openai.OpenAI(base_url=server[0] + "v1", api_key="unused")
+    messages = [{"role": "system", "content": NOTES}]
+    questions = [QUESTION, "Who is the lighthouse keeper?", "When does the ferry leave?"]
+    earlier_prefix = 0
+    for turn, question in enumerate(questions):
+        document = "\n\n".join([NOTES, *(f"{message['role'].capitalize()}: {message['content']}"
+                                         for message in messages[1:])]).strip()
+        path = tmp_path / f"turn{turn}.txt"
+        path.write_text(document, encoding="utf-8")
+        expected = ask_json(tiny_model_path, path, question)
+        messages.append({"role": "user", "content": question})
+        completion = client.chat.completions.create(model="snapkv", messages=messages)
+        report = completion.model_extra["snapkv"]["report"]
+        assert {key: report[key] for key in COMPARED} == {key: expected[key] for key in COMPARED}, turn
+        prefix = report["prefix"]
+        if turn:
+            assert prefix["source"] == "prefill"
+            assert earlier_prefix // 2 < prefix["reused_tokens"] < earlier_prefix < prefix["tokens"], prefix
+        earlier_prefix = prefix["tokens"]
+        messages.append({"role": "assistant", "content": completion.choices[0].message.content})
+
+
 def test_models_lists_the_loaded_model(server):
     models = openai.OpenAI(base_url=server[0] + "v1", api_key="unused").models.list()
     assert [model.id for model in models.data] == [server[1].runner.loaded.name]
@@ -407,20 +433,24 @@ def test_the_page_is_served_from_the_package_without_the_network(http):
 
 
 def start_process(model: str, cache_dir, *options: str):
-    """``snapkv serve`` in its own process on a free port: (process, URL), once it listens."""
+    """``snapkv serve --json`` in its own process on a free port: (process, URL), once its line on stdout says it
+    listens (the same as its line on stderr)."""
     import os
-    import re
     import subprocess
     import sys
 
     environment = {**os.environ, "SNAPKV_DOC_CACHE_DIR": str(cache_dir)}
     process = subprocess.Popen([sys.executable, "-m", "snapkv_cli", "serve", "--model", model, "--port", "0",
-                                "--cache-docs", *options], stderr=subprocess.PIPE, text=True, env=environment)
-    for line in process.stderr:
-        found = re.search(r"serves on (http://\S+)", line)
-        if found:
-            return process, found.group(1)
-    raise AssertionError(f"the server did not start (exit {process.wait()})")
+                                "--cache-docs", "--json", *options], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment)
+    line = process.stdout.readline()
+    if not line:
+        raise AssertionError(f"the server did not start (exit {process.wait()}): {process.stderr.read()}")
+    listening = json.loads(line)
+    assert listening == {"url": listening["url"], "openai_base_url": listening["url"] + "v1",
+                         "api_key_required": False}
+    assert listening["url"].startswith("http://127.0.0.1:") and listening["url"].endswith("/")
+    return process, listening["url"]
 
 
 def test_killed_mid_answer_and_restarted_the_document_cache_still_serves_the_prefix(tiny_model_path, tmp_path):

@@ -6,6 +6,8 @@ with an API key) before anything loads, loads the model with a progress display 
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Optional
 
 import typer
@@ -110,10 +112,15 @@ def serve(
 ) -> None:
     """Serve the model: a web page at /, a documents API and an OpenAI-compatible API (/v1/chat/completions).
 
-    The model loads once; each document's prefilled prefix is kept for its next question.
+    The model loads once; each document's prefilled prefix is kept for its next question. With --json, one line on
+    stdout says where it listens, once it does: {"url", "openai_base_url", "api_key_required"}.
     """
 
     def started(url: str) -> None:
+        if output.as_json:
+            sys.stdout.write(json.dumps({"url": url, "openai_base_url": f"{url}v1",
+                                         "api_key_required": bool(api_key)}) + "\n")
+            sys.stdout.flush()
         console.stderr.print(f"snapkv serves on {url} (Ctrl-C stops)", markup=False, highlight=False,
                              soft_wrap=True)
 

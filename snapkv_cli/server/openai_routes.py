@@ -1,12 +1,15 @@
 """The OpenAI-compatible API: ``GET /v1/models`` and ``POST /v1/chat/completions``, streamed and not.
 
 A chat's last message is the question (so it falls in the observation window, as ``ask``'s question does); the
-messages before it, their texts joined by blank lines, are the document, read as ``ask`` reads one piped in. The
-session is found by the prompt prefix's tokens, so a client that resends the same document with each question (as
-chat clients do) pays its prefill once. ``max_tokens``, ``temperature``, ``seed`` and ``stop`` are honoured;
-compression settings may come in the extension field ``snapkv: {"settings": {...}}`` (the names of ``ask``'s
-options: ``method``, ``budget``, ``window_size``...), and the answer's report (``ask --json``'s object) comes back in
-``snapkv: {"report": ...}`` (the last chunk's, when streamed).
+messages before it are the document, read as ``ask`` reads one piped in: the first one's text, then the turns of
+the conversation so far, each after its role (``User:``, ``Assistant:``), joined by blank lines. The session is
+found by the prompt prefix's tokens, so a client that resends the same document with each question (as chat
+clients do) pays its prefill once, and the next turn of a conversation prefills only what it adds.
+
+``max_tokens``, ``temperature``, ``seed`` and ``stop`` are honoured; compression settings may come in the extension
+field ``snapkv: {"settings": {...}}`` (the names of ``ask``'s options: ``method``, ``budget``, ``window_size``...),
+and the answer's report (``ask --json``'s object) comes back in ``snapkv: {"report": ...}`` (the last chunk's, when
+streamed).
 """
 
 from __future__ import annotations
@@ -40,6 +43,11 @@ def _content(message: dict, index: int) -> str:
                    param=f"messages[{index}].content")
 
 
+def _role(message: dict) -> str:
+    """How a turn of the conversation is labelled in the document: its role, capitalized (``User``)."""
+    return str(message.get("role") or "user").capitalize()
+
+
 def question_and_document(body: dict) -> tuple[str, str]:
     """The last message (a user's) as the question, the texts of the messages before it as the document."""
     messages = body.get("messages")
@@ -50,7 +58,9 @@ def question_and_document(body: dict) -> tuple[str, str]:
     question = _content(messages[-1], len(messages) - 1).strip()
     if not question:
         raise ApiError(400, "the question (the last message) is empty: it needs some text", param="messages")
-    document = "\n\n".join(_content(message, index) for index, message in enumerate(messages[:-1])).strip()
+    texts = [_content(message, index) if index == 0 else f"{_role(message)}: {_content(message, index)}"
+             for index, message in enumerate(messages[:-1])]
+    document = "\n\n".join(texts).strip()
     if not document:
         raise ApiError(400, "no document: send it in a message (system or user) before the question",
                        param="messages")

@@ -3,9 +3,10 @@
 A question about a document (uploaded, or the messages before a chat's last one) is asked in the
 :class:`~snapkv_cli.answering.session.DocumentSession` whose prompt prefix has the same tokens and settings (and
 whose document has the same name, which its reports show), so a second question, or a chat client resending the
-same document, reuses the prefilled prefix. The sessions held keep their prefixes' full KV under a memory cap, the
-least recently used dropped first; with the document cache on, a dropped prefix comes back from disk. Everything here
-runs on the worker thread.
+same document, reuses the prefilled prefix. A prefix held by none is built on the held one with the same settings
+whose tokens start most like it, so a conversation's next turn prefills only what is new. The sessions held keep
+their prefixes' full KV under a memory cap, the least recently used dropped first; with the document cache on, a
+dropped prefix comes back from disk. Everything here runs on the worker thread.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 from ..answering.documents import Document
 from ..answering.report import Answer
 from ..answering.runner import Runner
-from ..answering.session import DocumentSession
+from ..answering.session import DocumentSession, common_start
 from ..engine import CompressionSettings
 from ..generation import GenerationOptions
 
@@ -75,6 +76,9 @@ class Sessions:
             held = self.held[key]
             held.session.generation = decoding.applied_to(held.generation)
         else:
+            earlier = self._closest(key)
+            if earlier is not None:
+                opened.continue_from(earlier)
             self.held[key] = held
         answer = runner.answer(held.session, question, total=1)
         cache = answer.report.cache
@@ -82,6 +86,20 @@ class Sessions:
         while self.bytes > self.capacity_bytes and len(self.held) > 1:
             self.held.popitem(last=False)
         return answer
+
+    def _closest(self, key: tuple):
+        """The prefix held with ``key``'s settings whose tokens share the longest start with ``key``'s (None: none
+        shares any)."""
+        ids, settings = key[0], key[1]
+        best, longest = None, 0
+        for (held_ids, held_settings, _), held in self.held.items():
+            prefix = held.session.prefix
+            if held_settings != settings or prefix is None:
+                continue
+            common = common_start(held_ids, ids)
+            if common > longest:
+                best, longest = prefix, common
+        return best
 
     @property
     def bytes(self) -> int:
