@@ -972,6 +972,37 @@ def batch_facts(path: str) -> dict[str, str]:
     }
 
 
+def serve_table(path: str) -> str:
+    """``tools/serve_bench.py``: a cold ask against the same question to a running server, per paired round."""
+    report = _load(path)["cold_vs_warm"]
+    rows = [[str(index + 1), f"{run['cold_s']:.1f} s", f"{run['warm_s']:.2f} s", f"{run['ratio']:.1f}x",
+             f"{run['warm_time_to_first_text_s']:.2f} s", "yes" if run["same_answer"] else "no"]
+            for index, run in enumerate(report["rounds"])]
+    return _table((["round", "cold `snapkv ask` (model load included)", "the server, prefix held",
+                    "less wall time", "server: first text after", "same answer"], rows))
+
+
+def serve_facts(path: str) -> dict[str, str]:
+    """``tools/serve_bench.py``: the paired rounds' median ratio and range, and the many-clients run."""
+    report = _load(path)
+    warm, many = report["cold_vs_warm"], report["concurrent"]
+    return {
+        "tokens": f"{report['document_tokens']:,}", "new-tokens": str(report["max_new_tokens"]),
+        "rounds": str(len(warm["rounds"])), "ratio": f"{warm['ratio']['median']:.1f}x",
+        "ratio-range": f"{warm['ratio']['min']:.1f}-{warm['ratio']['max']:.1f}x",
+        "cold": f"{warm['cold_s']['median']:.1f} s", "warm": f"{warm['warm_s']['median']:.2f} s",
+        "first-text": f"{warm['warm_time_to_first_text_s']['median']:.2f} s",
+        "startup": f"{report['server']['startup_s']:.1f} s",
+        "clients": str(many["clients"]), "questions": str(many["questions_per_client"]),
+        "documents": str(many["documents"]), "requests": str(many["requests"]),
+        "as-serial": f"{many['answers_as_serial']}/{many['requests']}", "wall": f"{many['wall_s']:.0f} s",
+        "p50": f"{many['p50_s']:.1f} s", "p95": f"{many['p95_s']:.1f} s",
+        "held": f"{many['most_held_prefix_bytes'] / 2**20:.0f} MiB", "cap": f"{many['keep_mb']:.0f} MiB",
+        "rss": f"{many['peak_rss_bytes'] / 2**30:.2f} GiB",
+        "model-rss": f"{report['server']['model_rss_bytes'] / 2**30:.2f} GiB",
+    }
+
+
 def default_rule_facts(folder: str) -> dict[str, str]:
     """The default-method rule on its confirmation run: the full cache's right answers, each candidate's kept
     (``kept-1024-snapkv``; the default method as ``default``), the verdict on SnapKV at 1024 and the rule's outcome."""
@@ -1054,6 +1085,7 @@ FACTS = {
     "peers": peers_facts,
     "multi-question": multi_question_facts,
     "batch": batch_facts,
+    "serve": serve_facts,
     "default-rule": default_rule_facts,
     "selection-cost": selection_cost_facts,
     "long-document": long_document_facts,
@@ -1090,6 +1122,7 @@ GENERATORS = {
     "default-rule": default_rule_table,
     "decode-speed": decode_speed,
     "batch-table": batch_table,
+    "serve-table": serve_table,
     "prefill-table": prefill_table,
     "long-memory-table": long_memory_table,
     "long-cost-table": long_cost_table,

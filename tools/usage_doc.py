@@ -336,6 +336,8 @@ MEANINGS = {
     "prefix.source": "`prefill` (prefilled for this answer), `memory` (reused from an earlier answer) or `disk` "
                      "(loaded from the document cache)",
     "prefix.seconds": "what building or loading it took",
+    "prefix.reused_tokens": "of a prefix prefilled for this answer, the first tokens taken from another prefix held in "
+                            "memory (a server continuing a conversation) instead of prefilled",
     "doc_cache": "what the on-disk document cache (`--cache-docs`) did for this answer's prefix",
     "doc_cache.enabled": "whether the cache was on",
     "doc_cache.status": "`off`, `hit`, `stored`, `rebuilt` (a bad entry was replaced) or `not_stored`",
