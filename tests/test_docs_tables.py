@@ -161,14 +161,41 @@ def test_a_full_mutation_run_replaces_the_earlier_runs_rerun(tmp_path):
 
     results, work = tmp_path / "results", tmp_path / "work"
     (work / "mutants" / "snapkv_cli").mkdir(parents=True)
-    (work / "mutants" / "snapkv_cli" / "pipeline.py.meta").write_text(
+    (work / "mutants" / "snapkv_cli" / "answering").mkdir()
+    (work / "mutants" / "snapkv_cli" / "answering" / "session.py.meta").write_text(
         json.dumps({"exit_code_by_key": {"snapkv_cli.answering.session.x_f__mutmut_1": 1}}))
     results.mkdir()
-    (results / "pipeline.rerun.json").write_text(json.dumps(
+    (results / "session.rerun.json").write_text(json.dumps(
         {"statuses": {"snapkv_cli.answering.session.x_f__mutmut_1": "survived"}, "not_killed": {}, "seconds": 1}))
-    mutation.collect("pipeline", work, 5.0, 2, results, commit="0" * 40)
-    assert not (results / "pipeline.rerun.json").exists()
-    assert mutation.module_statuses("pipeline", results) == {"snapkv_cli.answering.session.x_f__mutmut_1": "killed"}
+    mutation.collect("session", work, 5.0, 2, results, commit="0" * 40)
+    assert not (results / "session.rerun.json").exists()
+    assert mutation.module_statuses("session", results) == {"snapkv_cli.answering.session.x_f__mutmut_1": "killed"}
+
+
+def test_statuses_are_carried_only_for_functions_whose_source_is_unchanged():
+    """A moved function with the same source keeps its mutants' statuses under their new names; a changed or new
+    function, a name two old modules had, a status never known, or a mutant tested already now, is not carried."""
+    from tools import mutation
+
+    old = {("snapkv_cli.pipeline", "x_ask"): ("aaa", 2), ("snapkv_cli.pipeline", "x_changed"): ("bbb", 1),
+           ("snapkv_cli.a", "x_twice"): ("ccc", 1), ("snapkv_cli.b", "x_twice"): ("ccc", 1),
+           ("snapkv_cli.answering.session", "x_kept"): ("ddd", 2)}
+    statuses = {"snapkv_cli.pipeline.x_ask__mutmut_1": "killed", "snapkv_cli.pipeline.x_ask__mutmut_2": "survived",
+                "snapkv_cli.pipeline.x_changed__mutmut_1": "killed", "snapkv_cli.a.x_twice__mutmut_1": "killed",
+                "snapkv_cli.answering.session.x_kept__mutmut_1": "killed",
+                "snapkv_cli.answering.session.x_kept__mutmut_2": "not checked"}
+    now = "snapkv_cli.answering.session"
+    codes = {f"{now}.{name}": None for name in ("x_ask__mutmut_1", "x_ask__mutmut_2", "x_changed__mutmut_1",
+                                                   "x_twice__mutmut_1", "x_new__mutmut_1", "x_kept__mutmut_1",
+                                                   "x_kept__mutmut_2")}
+    metas = {now: {"hash_by_function_name": {"x_ask": "aaa", "x_changed": "BBB", "x_twice": "ccc", "x_new": "eee",
+                                             "x_kept": "ddd"}, "exit_code_by_key": codes}}
+    assert mutation.carried_mutants(old, metas, statuses) == {
+        f"{now}.x_ask__mutmut_1": "snapkv_cli.pipeline.x_ask__mutmut_1",
+        f"{now}.x_ask__mutmut_2": "snapkv_cli.pipeline.x_ask__mutmut_2",
+        f"{now}.x_kept__mutmut_1": f"{now}.x_kept__mutmut_1"}
+    codes[f"{now}.x_ask__mutmut_1"] = 1  # tested in this checkout already (a stopped run): its own status stands
+    assert f"{now}.x_ask__mutmut_1" not in mutation.carried_mutants(old, metas, statuses)
 
 
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):

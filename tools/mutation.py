@@ -1,7 +1,7 @@
 """Mutation testing of the modules whose tests must catch wrong code, with mutmut, one module at a time.
 
     .venv/bin/python -m tools.mutation --install     # once: mutmut (pinned) into this venv
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.mutation tasks engine pipeline generation
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.mutation tasks engine session generation
     .venv/bin/python -m tools.mutation --report      # docs/results/mutation/*.json -> docs/testing.md's table
     .venv/bin/python -m tools.mutation engine --collect   # a run stopped part way: its JSON
                                                            # (unfinished = "not checked")
@@ -40,7 +40,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                ["tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py", "tests/test_generation.py",
                 "tests/test_multi_question.py", "tests/test_session.py", "tests/test_stopping.py"]),
     "generation": (["snapkv_cli/generation/*"], ["tests/test_multi_question.py"]),
-    "pipeline": (["snapkv_cli/answering/session.py"],
+    "session": (["snapkv_cli/answering/session.py"],
                  ["tests/test_multi_question.py", "tests/test_doc_cache.py", "tests/test_doc_cache_robustness.py",
                   "tests/test_cli.py", "tests/test_long_documents.py", "tests/test_stopping.py",
                   "tests/test_batch.py"]),
@@ -186,6 +186,117 @@ def resume(name: str, work_root: Path, results: Path = RESULTS) -> float:
     return earlier["seconds"]
 
 
+def carry(name: str, work_root: Path, results: Path = RESULTS, audit: int = 0) -> dict:
+    """Prepare a run of ``name`` that tests only the mutants of functions changed or added since its last full run,
+    and carries the others' statuses over from it (a file moved, its functions unchanged).
+
+    A mutant is carried where its function (the same name, in the same module or, moved, in the one module that had
+    it) has the same source as at the earlier run's commit, so mutmut makes the same mutants of it, numbered alike:
+    the rule mutmut applies itself between runs of one checkout. ``audit`` of the carried mutants, drawn at random
+    (seeded), are tested again to show the carried statuses still hold. Returns what :func:`note_carried` writes
+    into the run's JSON.
+    """
+    import random
+
+    earlier = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
+    statuses = module_statuses(name, results)
+    old_work = work_root / f"{name}-at-{earlier['commit'][:10]}"
+    if not (old_work / "mutants").exists():
+        old_work.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", earlier["commit"]], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(old_work)], input=archive.stdout, check=True)
+        (old_work / "setup.cfg").write_text(setup_cfg(earlier["mutated"], earlier["tests"]), encoding="utf-8")
+        subprocess.run([sys.executable, "-c", "from mutmut.__main__ import create_mutants; create_mutants(2)"],
+                       cwd=old_work, check=True, capture_output=True)
+    count_mutants(name, work_root)
+    metas = {_module(meta, work_root / name / "mutants"): json.loads(meta.read_text())
+             for meta in (work_root / name / "mutants").rglob("*.py.meta")}
+    carried = carried_mutants(_functions(old_work / "mutants"), metas, statuses)
+    audited = sorted(random.Random(0).sample(sorted(carried), min(audit, len(carried))))
+    for meta in (work_root / name / "mutants").rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        for mutant in data.get("exit_code_by_key", {}):
+            if mutant in carried and mutant not in audited:
+                data["exit_code_by_key"][mutant] = EXIT_CODE_BY_STATUS[statuses[carried[mutant]]]
+        meta.write_text(json.dumps(data))
+    _rename_equivalent(name, carried, results)
+    print(f"[{name}] {len(carried)} mutants carried from {earlier['commit'][:10]} ({len(audited)} tested again)",
+          flush=True)
+    return {"from": earlier["commit"], "mutants": len(carried), "seconds_earlier": earlier["seconds"],
+            "audited": {mutant: statuses[carried[mutant]] for mutant in audited}}
+
+
+def carried_mutants(old_functions: dict[tuple[str, str], tuple[str, int]], metas: dict[str, dict],
+                    statuses: dict[str, str]) -> dict[str, str]:
+    """Mutant now -> the same mutant at the earlier run, for every mutant not yet tested now (a stopped run's keep
+    their own status) whose function has the source it had then (``old_functions``: (module, function) -> (hash,
+    mutants), :func:`_functions`), in the same module or, moved, in the one module that had it, with as many
+    mutants, and whose earlier status is known (``statuses``). ``metas``: module -> its mutmut meta data now."""
+    modules_by_function: dict[tuple[str, str], list[str]] = {}
+    for (module, function), (digest, _) in old_functions.items():
+        modules_by_function.setdefault((function, digest), []).append(module)
+    carried: dict[str, str] = {}
+    for module, data in metas.items():
+        for function, digest in data.get("hash_by_function_name", {}).items():
+            modules = modules_by_function.get((function, digest), [])
+            old_module = module if module in modules else modules[0] if len(modules) == 1 else None
+            mutants = [key for key in data["exit_code_by_key"] if key.startswith(f"{module}.{function}__mutmut_")]
+            if old_module is None or len(mutants) != old_functions[old_module, function][1]:
+                continue
+            for mutant in mutants:
+                old = old_module + mutant[len(module):]
+                if data["exit_code_by_key"][mutant] is None and statuses.get(old, "not checked") != "not checked":
+                    carried[mutant] = old
+    return carried
+
+
+def _module(meta: Path, mutants: Path) -> str:
+    """The dotted module of a mutmut ``*.py.meta`` file under ``mutants``."""
+    return str(meta.relative_to(mutants))[:-len(".py.meta")].replace("/", ".").removesuffix(".__init__")
+
+
+def _functions(mutants: Path) -> dict[tuple[str, str], tuple[str, int]]:
+    """(module, function) -> (its source's hash, how many mutants mutmut made of it), from the meta files."""
+    functions = {}
+    for meta in mutants.rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        module = _module(meta, mutants)
+        for function, digest in data.get("hash_by_function_name", {}).items():
+            count = sum(key.startswith(f"{module}.{function}__mutmut_") for key in data["exit_code_by_key"])
+            functions[module, function] = (digest, count)
+    return functions
+
+
+def _rename_equivalent(name: str, carried: dict[str, str], results: Path) -> None:
+    """The group's equivalent mutants under their names now, where carried; the others (their functions changed)
+    are left out: what made them equivalent may not hold."""
+    path = results / f"equivalent_{name}.json"
+    if not path.exists():
+        return
+    before = json.loads(path.read_text(encoding="utf-8"))
+    now_by_old = {old: mutant for mutant, old in carried.items()}
+    after = {now_by_old[old]: why for old, why in before.items() if old in now_by_old}
+    path.write_text(json.dumps(dict(sorted(after.items())), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def note_carried(name: str, carried: dict, results: Path = RESULTS) -> None:
+    """Write into the run's JSON what was carried and how the audited mutants fared when tested again."""
+    path = results / f"{name}.json"
+    result = json.loads(path.read_text(encoding="utf-8"))
+    audit = {mutant: {"carried": status, "now": result["statuses"][mutant]}
+             for mutant, status in carried["audited"].items()}
+    agreed = sum(_caught(entry["carried"]) == _caught(entry["now"]) for entry in audit.values())
+    result["carried"] = {"from": carried["from"], "mutants": carried["mutants"],
+                         "seconds_earlier": carried["seconds_earlier"], "audited": len(audit), "audit_agreed": agreed,
+                         "audit": audit}
+    path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"[{name}] audit of carried statuses: {agreed} of {len(audit)} agree", flush=True)
+
+
+def _caught(status: str) -> bool:
+    return status in ("killed", "timeout")
+
+
 def count_mutants(name: str, work_root: Path) -> dict[str, int]:
     """Generate ``name``'s mutants without testing them (seconds): mutants per mutated file."""
     mutated, tests = group(name)
@@ -317,6 +428,10 @@ def _runs_code(name: str, results: Path) -> str:
     said = ", rerun ".join(f"`{run['commit'][:7]}`" for run in runs)
     if runs[0]["mutated"] != MODULES[name][0]:
         said += f" ({', '.join(runs[0]['mutated'])})"
+    carried = runs[0].get("carried")
+    if carried:
+        said += (f"; {carried['mutants']} of unchanged functions carried from `{carried['from'][:7]}`, "
+                 f"{carried['audit_agreed']} of {carried['audited']} tested again agree")
     return said
 
 
@@ -355,6 +470,9 @@ def main() -> None:
                         help="rerun the mutants the module's full run left alive (with --mutants: those too)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an unfinished run from the module's JSON (its \"not checked\" mutants only)")
+    parser.add_argument("--carry", action="store_true",
+                        help="test only mutants of functions changed since the module's last full run; carry the rest")
+    parser.add_argument("--audit", type=int, default=100, help="with --carry: carried mutants tested again")
     parser.add_argument("--collect", action="store_true",
                         help="only write the JSON from the scratch directory's finished run (with --mutants: a rerun)")
     args = parser.parse_args()
@@ -375,6 +493,10 @@ def main() -> None:
             mutants += [mutant for mutant, status in full["statuses"].items() if status != "killed"]
         if args.collect:
             collect(name, args.work / name, 0, args.max_children, args.results, only=mutants or None)
+        elif args.carry:
+            carried = carry(name, args.work, args.results, args.audit)
+            run_module(name, args.work, args.max_children, mutants, args.results)
+            note_carried(name, carried, args.results)
         else:
             earlier_seconds = resume(name, args.work, args.results) if args.resume else 0
             run_module(name, args.work, args.max_children, mutants, args.results, earlier_seconds)
