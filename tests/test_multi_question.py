@@ -586,4 +586,5 @@ def test_chat_prepares_the_prefix_a_one_character_question_uses_even_when_the_do
     said = re.search(r": (\d+) prompt tokens prefilled in ", result.stderr.splitlines()[0])
     answer = json.loads(result.stdout.splitlines()[0])
     assert answer["prompt"]["truncated_document_tokens"] > 0
-    assert answer["prefix"] == {"tokens": int(said.group(1)), "source": "memory", "seconds": 0.0}
+    assert answer["prefix"] == {"tokens": int(said.group(1)), "source": "memory", "seconds": 0.0,
+                                "extended_tokens": 0}

@@ -74,7 +74,7 @@ def hand_result(cache: SnapKVCache, **stop) -> GenerationResult:
                             cache=cache, prefill_s=0.98765, decode_s=2.0504, decode_steps=7, **stop)
 
 
-def hand_report(*, prefix_source: str = "memory", **stop) -> Report:
+def hand_report(*, prefix_source: str = "memory", extended_tokens: int = 0, **stop) -> Report:
     """A report of :func:`hand_result`, generated with the stop strings and loop rule that ``stop`` gives it."""
     settings = CompressionSettings(method="snapkv", window_size=4, max_capacity_prompt=0.5, kernel_size=3,
                                    pooling="maxpool")
@@ -83,7 +83,8 @@ def hand_report(*, prefix_source: str = "memory", **stop) -> Report:
         model_name="tiny/model", device="cpu", dtype="float16", prompt=hand_prompt(),
         result=hand_result(hand_cache(settings), **stop), generation=generation, document="notes.txt",
         question="Who repaired it?",
-        load_s=1.23456, question_index=3, prefix=PrefixInfo(tokens=16, source=prefix_source, seconds=0.33333),
+        load_s=1.23456, question_index=3, prefix=PrefixInfo(tokens=16, source=prefix_source, seconds=0.33333,
+                                                               extended_tokens=extended_tokens),
         doc_cache=DocCacheInfo(enabled=True, status="hit", path="/cache/entry", bytes=4321), wall_s=4.56789,
         dtype_reason="auto: no bfloat16", quantization="int8")
 
@@ -231,9 +232,17 @@ def test_peak_memory_is_the_process_peak_resident_set_in_bytes():
 def test_a_reused_prefix_is_counted_and_a_prefilled_one_is_not():
     reused = hand_report(prefix_source="memory").to_json()
     assert reused["reused_prefix_tokens"] == 16
-    assert reused["prefix"] == {"tokens": 16, "source": "memory", "seconds": 0.33333}
+    assert reused["prefix"] == {"tokens": 16, "source": "memory", "seconds": 0.33333, "extended_tokens": 0}
     assert hand_report(prefix_source="disk").to_json()["reused_prefix_tokens"] == 16
     assert hand_report(prefix_source="prefill").to_json()["reused_prefix_tokens"] == 0
+    extended = hand_report(prefix_source="prefill", extended_tokens=9).to_json()  # built on a held prefix's 9
+    assert extended["reused_prefix_tokens"] == 9 and extended["prefix"]["extended_tokens"] == 9
+    from snapkv_cli.views.report_panel import compact_line, time_text
+
+    line = compact_line(hand_report(prefix_source="prefill", extended_tokens=9), "q1")
+    assert "prefix 16 tokens, 9 of them from an earlier prefix prefilled in 0.33s" in line
+    assert "document (16 tokens, 9 of them from an earlier prefix) prefill 0.33s" in time_text(
+        hand_report(prefix_source="prefill", extended_tokens=9))
 
 
 def test_the_stop_block_names_the_stop_string_that_ended_the_answer():

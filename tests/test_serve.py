@@ -149,7 +149,7 @@ def test_a_conversation_prefills_only_what_each_turn_adds_and_answers_as_ask(ser
         prefix = report["prefix"]
         if turn:
             assert prefix["source"] == "prefill"
-            assert earlier_prefix // 2 < prefix["reused_tokens"] < earlier_prefix < prefix["tokens"], prefix
+            assert earlier_prefix // 2 < prefix["extended_tokens"] < earlier_prefix < prefix["tokens"], prefix
         earlier_prefix = prefix["tokens"]
         messages.append({"role": "assistant", "content": completion.choices[0].message.content})
 

@@ -149,8 +149,8 @@ def test_a_session_continued_from_an_earlier_prefix_prefills_only_what_is_new(lo
     fresh = pipeline.DocumentSession(loaded, GROWN, SNAPKV, template, generation=FOUR).ask("What is the boat?")
     common = pipeline.common_start(earlier.prefix.ids, answer.prompt.input_ids[:answer.prompt.prefix_length])
     assert 0 < common < len(earlier.prefix.ids)  # the template's end after the document differs
-    assert answer.report.prefix.reused_tokens == common - SNAPKV.window_size
-    assert fresh.report.prefix.reused_tokens == 0 and answer.report.prefix.source == "prefill"
+    assert answer.report.prefix.extended_tokens == common - SNAPKV.window_size == answer.report.reused_prefix_tokens
+    assert fresh.report.prefix.extended_tokens == 0 and answer.report.prefix.source == "prefill"
     assert answer.result.generated_ids == fresh.result.generated_ids
     for layer, record in answer.result.cache.records.items():
         assert torch.equal(record.kept_positions, fresh.result.cache.records[layer].kept_positions), f"layer {layer}"
@@ -165,7 +165,7 @@ def test_an_earlier_prefix_is_taken_whole_when_the_new_one_starts_with_it(loaded
     longer.continue_from(pipeline.SharedPrefix(earlier.prefix.ids[:-5], earlier.prefix.cache.head(
         len(earlier.prefix.ids) - 5), "prefill", 0.0, earlier.prefix.doc_cache))
     answer = longer.ask("What is the code?")
-    assert answer.report.prefix.reused_tokens == len(earlier.prefix.ids) - 5
+    assert answer.report.prefix.extended_tokens == len(earlier.prefix.ids) - 5
     assert answer.result.generated_ids == earlier.ask("What is the code?").result.generated_ids
 
 
@@ -175,7 +175,7 @@ def test_an_earlier_prefix_of_other_settings_or_with_sums_cut_short_is_not_taken
     for settings in (SNAPKV, H2O):  # without attention sums: other settings; with them: cannot be cut
         continued = pipeline.DocumentSession(loaded, GROWN, settings, template, generation=FOUR)
         continued.continue_from(earlier.prefix)
-        assert continued.ask("What is the boat?").report.prefix.reused_tokens == 0
+        assert continued.ask("What is the boat?").report.prefix.extended_tokens == 0
 
 
 def test_a_failed_prefix_leaves_the_session_usable(loaded, session, monkeypatch):

@@ -330,14 +330,15 @@ MEANINGS = {
     "memory.peak_rss_bytes": "peak resident memory of the process",
     "memory.cuda_peak_bytes": "peak CUDA memory allocated (null without CUDA)",
     "question_index": "the question's number among the questions of the run (from 0)",
-    "reused_prefix_tokens": "prompt tokens taken from a prefix built before (0 when prefilled for this answer)",
+    "reused_prefix_tokens": "prompt tokens taken from a prefix built before (of a prefix prefilled for this answer: "
+                            "those it extended, `prefix.extended_tokens`)",
     "prefix": "the question-independent start of the prompt, shared by several questions",
     "prefix.tokens": "its tokens",
     "prefix.source": "`prefill` (prefilled for this answer), `memory` (reused from an earlier answer) or `disk` "
                      "(loaded from the document cache)",
     "prefix.seconds": "what building or loading it took",
-    "prefix.reused_tokens": "of a prefix prefilled for this answer, the first tokens taken from another prefix held in "
-                            "memory (a server continuing a conversation) instead of prefilled",
+    "prefix.extended_tokens": "of a prefix prefilled for this answer, the first tokens taken from another prefix held "
+                              "in memory, which it extends (a server continuing a conversation); 0 otherwise",
     "doc_cache": "what the on-disk document cache (`--cache-docs`) did for this answer's prefix",
     "doc_cache.enabled": "whether the cache was on",
     "doc_cache.status": "`off`, `hit`, `stored`, `rebuilt` (a bad entry was replaced) or `not_stored`",

@@ -164,14 +164,14 @@ class Memory:
 @dataclass(frozen=True)
 class PrefixInfo:
     """The question-independent start of the prompt: ``source`` is ``prefill`` (prefilled for this answer),
-    ``memory`` (reused from an earlier answer) or ``disk`` (loaded from the document cache); ``reused_tokens``: of a
-    prefix prefilled for this answer, the first tokens taken from another prefix held in memory instead (a server
-    continuing a conversation), the rest prefilled."""
+    ``memory`` (reused from an earlier answer) or ``disk`` (loaded from the document cache); ``extended_tokens``: of a
+    prefix prefilled for this answer, the first tokens taken from another prefix held in memory, which it extends (a
+    server continuing a conversation); the rest were prefilled."""
 
     tokens: int
     source: str
     seconds: float
-    reused_tokens: int = 0
+    extended_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -316,7 +316,7 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         memory=Memory(peak_rss_bytes=peak_rss_bytes(),
                       cuda_peak_bytes=torch.cuda.max_memory_allocated() if torch.cuda.is_available() else None),
         question_index=question_index,
-        reused_prefix_tokens=0 if prefix.source == "prefill" else prefix.tokens,
+        reused_prefix_tokens=prefix.extended_tokens if prefix.source == "prefill" else prefix.tokens,
         prefix=prefix,
         doc_cache=doc_cache,
         stop=StopInfo(reason=result.stop_reason, stop_string=result.stop_string, repeated=result.repeated),

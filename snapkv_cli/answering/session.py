@@ -191,7 +191,7 @@ class DocumentSession:
             shared, fresh = self.prepare(prompt)
             prefix = PrefixInfo(tokens=prompt.prefix_length, source=shared.source if fresh else "memory",
                                 seconds=round(shared.seconds, 3) if fresh else 0.0,
-                                reused_tokens=shared.reused if fresh else 0)
+                                extended_tokens=shared.reused if fresh else 0)
             result = generate_answer(self.loaded.model, self.loaded.tokenizer, prompt.input_ids, settings, options,
                                      prefix=shared.cache, on_text=self.progress.text, progress=self.progress)
             doc_cache = shared.doc_cache

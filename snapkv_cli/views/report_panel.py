@@ -73,7 +73,7 @@ def time_text(report: Report) -> str:
             parts.append(f"document ({prefix.tokens} tokens) prefilled for an earlier question")
         else:
             how = "prefill" if prefix.source == "prefill" else "loaded from the document cache in"
-            parts.append(f"document ({prefix.tokens} tokens) {how} {prefix.seconds:.2f}s")
+            parts.append(f"document ({prefix.tokens} tokens{_extended(prefix)}) {how} {prefix.seconds:.2f}s")
         parts.append(f"question prefill {timings.prefill_s:.2f}s")
     else:
         parts.append(f"prefill {timings.prefill_s:.2f}s")
@@ -147,6 +147,11 @@ def method_line(report: Report) -> str:
 _SOURCES = {"prefill": "prefilled", "disk": "loaded from the document cache", "memory": "reused"}
 
 
+def _extended(prefix) -> str:
+    """The share of a prefix taken from an earlier one it extends (a conversation's next turn), or nothing."""
+    return f", {prefix.extended_tokens} of them from an earlier prefix" if prefix.extended_tokens else ""
+
+
 def compact_line(report: Report, label: str) -> str:
     """One line of an answer's report: cache, prefix reuse, times, a cut answer (and what the document cache did)."""
     cache, timings, prefix = report.cache, report.timings, report.prefix
@@ -158,7 +163,7 @@ def compact_line(report: Report, label: str) -> str:
             if cache.tokens_after_min != cache.tokens_after_max else ""
         parts = [f"{label} {cache.tokens_before} → {kept}{spread} tokens ({cache.compression_ratio:.2f}x)"]
     if _shares_a_prefix(report):
-        text = f"prefix {prefix.tokens} tokens {_SOURCES[prefix.source]}"
+        text = f"prefix {prefix.tokens} tokens{_extended(prefix)} {_SOURCES[prefix.source]}"
         if prefix.source != "memory":
             text += f" in {prefix.seconds:.2f}s"
         parts.append(text)
