@@ -100,8 +100,10 @@ class GenerationOptions:
     ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
     of that many tokens to bound activation memory; the selection stays exact; None is one pass),
     ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
-    model's rule, :data:`.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
-    ends there (:data:`.stopping.LOOP_RULE`).
+    model's rule, :data:`.stopping.BASE_MODEL_STOP`), ``stop_on_repeat``: an answer caught in a loop
+    ends there (:data:`.stopping.LOOP_RULE`), and ``decode_weights``: ``same`` (the weights as loaded) or
+    ``bfloat16`` (the decoding steps' products read bfloat16 copies of a float32 model's weights,
+    :mod:`.decode_path`).
 
     A value outside an option's declared ``choices`` is an :class:`~snapkv_cli.errors.InvalidValue` here, before any
     model loads; one of them in another case, or an alias, is kept as the value it names."""
@@ -121,6 +123,12 @@ class GenerationOptions:
         True, flag="--stop-on-repeat/--no-stop-on-repeat", reported=True,
         help="End an answer caught in a loop (the same run of tokens again and again) instead of letting it run to "
              "{max_new_tokens}.")
+    decode_weights: str = option(
+        "same", flag="--decode-weights", with_model=True, aliases={"bf16": "bfloat16"},
+        choices={"same": "the weights as loaded",
+                 "bfloat16": "bfloat16 copies of a float32 model's Linear weights for one-token decoding steps "
+                             "(a CPU); the prefill, attention and KV cache stay float32"},
+        help="The weights the decoding steps multiply by.")
 
     def __post_init__(self) -> None:
         for name, declared in generation_declarations(type(self)).items():
