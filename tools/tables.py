@@ -967,7 +967,10 @@ def _machine_facts(source: dict) -> dict[str, str]:
     """Where a run ran, as the user docs say it: its CPUs, vector features, bfloat16, torch and threads, the load
     average before and after, the commit."""
     machine = source["machine"]
-    return {"cpus": str(machine["cpus"]), "features": ", ".join(machine["cpu_features"]) or "no AVX2",
+    features = [name.upper() for name in machine["cpu_features"]]
+    return {"cpus": str(machine["cpus"]),
+            "features": " and ".join([", ".join(features[:-1]), features[-1]] if len(features) > 1 else features)
+            or "no AVX2",
             "bf16": _bf16_text(machine), "torch": machine["torch"], "threads": str(machine["torch_threads"]),
             "load-before": f"{source['load_average_before'][0]:.1f}",
             "load-after": f"{source['load_average_after'][0]:.1f}", "commit": _commit(source)}
