@@ -341,6 +341,40 @@ def test_speed_benchmark_smoke_run(tiny_model_path, tmp_path):
     assert "prefill vs transformers" in markdown.read_text()
 
 
+def test_the_benches_decode_with_the_weights_decode_weights_names(tiny_model_path, monkeypatch):
+    """--decode-weights (a model option, so every bench takes it) reaches every run of this project's cache; the
+    accuracy plan records it."""
+    from snapkv_cli.generation import generate
+
+    asked = []
+    original = generate.decode_path
+
+    def recording(model, decode_weights):
+        asked.append(decode_weights)
+        return original(model, decode_weights)
+
+    monkeypatch.setattr(generate, "decode_path", recording)
+    accuracy = CliRunner().invoke(app, ["bench", "accuracy", "--model", tiny_model_path, "--lengths", "300",
+                                        "--budgets", "64", "--methods", "full,snapkv", "--samples", "1",
+                                        "--tasks", "single_needle", "--max-new-tokens", "2", "--json",
+                                        "--decode-weights", "bf16"])
+    assert accuracy.exit_code == 0, accuracy.stderr
+    assert json.loads(accuracy.stdout)["plan"]["decode_weights"] == "bfloat16"
+    assert asked == ["bfloat16"] * 2
+    asked.clear()
+    speed = CliRunner().invoke(app, ["bench", "speed", "--model", tiny_model_path, "--lengths", "200", "--budgets",
+                                     "64", "--max-new-tokens", "2", "--repeats", "1", "--warmup", "0", "--json",
+                                     "--decode-weights", "bfloat16"])
+    assert speed.exit_code == 0, speed.stderr
+    assert json.loads(speed.stdout)["plan"]["decode_weights"] == "bfloat16"
+    assert asked == ["bfloat16"] * 2  # the full cache's row and the compressing method's
+    asked.clear()
+    default = CliRunner().invoke(app, ["bench", "speed", "--model", tiny_model_path, "--lengths", "200", "--budgets",
+                                       "64", "--max-new-tokens", "2", "--repeats", "1", "--warmup", "0", "--json"])
+    assert default.exit_code == 0, default.stderr
+    assert asked == ["same"] * 2
+
+
 def test_bench_rejects_bad_lists(tiny_model_path):
     result = CliRunner().invoke(app, ["bench", "accuracy", "--methods", "snapkv,magic"])
     assert result.exit_code == 1 and result.stderr.startswith("Error: unknown method magic")

@@ -2,7 +2,7 @@
 method added to the registry reach the command line (its options, their help, the check of a value), the report (the
 JSON settings block and the terminal panel), the benchmarks' labels and their help, and the README's table of methods;
 generation options added to their declaration reach every command's options and their help, the run's options, the
-report's JSON and the flags the error lines name; all with no other edit.
+check of a value, the report's JSON and the flags the error lines name; all with no other edit.
 
 The fixtures import the package afresh with the declarations extended, as if the new entries had been typed there;
 everything else must follow from them.
@@ -84,10 +84,11 @@ def extended():
 
 @pytest.fixture
 def extended_generation():
-    """A fresh import of the package whose generation options declare two more: ``dummy_stop`` (``--dummy-stop/
+    """A fresh import of the package whose generation options declare three more: ``dummy_stop`` (``--dummy-stop/
     --no-dummy-stop``, off by default, shown in the report's stop block as ``dummy_stopped``), which the commands that
-    answer take, and ``dummy_chunk`` (``--dummy-chunk``, env ``SNAPKV_DUMMY_CHUNK``), a model option, which the
-    benchmarks take too; no code reads either. The package as it was comes back after."""
+    answer take, ``dummy_chunk`` (``--dummy-chunk``, env ``SNAPKV_DUMMY_CHUNK``), a model option, which the
+    benchmarks take too, and ``dummy_mode`` (``--dummy-mode plain|fancy``, ``f`` for fancy), a model option with
+    choices; no code reads any of them. The package as it was comes back after."""
     with fresh_package():
         options = importlib.import_module(f"{PACKAGE}.generation.options")
         generation = importlib.import_module(f"{PACKAGE}.generation")
@@ -99,6 +100,9 @@ def extended_generation():
                 help="End an answer at a dummy marker no decoder reads, before {max_new_tokens}.")
             dummy_chunk: int = options.option(7, flag="--dummy-chunk", min=2, envvar="SNAPKV_DUMMY_CHUNK",
                                               with_model=True, help="A chunk no prefill reads.")
+            dummy_mode: str = options.option("plain", flag="--dummy-mode", with_model=True, aliases={"f": "fancy"},
+                                             choices={"plain": "", "fancy": "turned fancy"},
+                                             help="A mode no decoder reads.")
 
         options.GenerationOptions = generation.GenerationOptions = GenerationOptions
         yield importlib.import_module(f"{PACKAGE}.cli")
@@ -173,10 +177,11 @@ def test_new_generation_options_reach_every_command_its_help_the_run_the_json_an
         assert "End an answer at a dummy marker no decoder reads, before --max-new-tokens." in shown, command
         assert "--dummy-chunk" in shown and "A chunk no prefill reads." in shown, command
         assert "SNAPKV_DUMMY_CHUNK" in shown, command
-    # the benchmarks take the model's one, not the answer's
+        assert "--dummy-mode" in shown and "A mode no decoder reads: plain or fancy (turned fancy)." in shown, command
+    # the benchmarks take the model's ones, not the answer's
     for bench in ("accuracy", "sample", "speed", "niah"):
         shown = _shown(runner.invoke(app, ["bench", bench, "--help"]).stdout)
-        assert "--dummy-chunk" in shown and "--dummy-stop" not in shown, bench
+        assert "--dummy-chunk" in shown and "--dummy-mode" in shown and "--dummy-stop" not in shown, bench
 
     # the run's options and the report's JSON (ask's and inspect's stop block)
     from snapkv_cli.answering.runner import Runner
@@ -195,17 +200,22 @@ def test_new_generation_options_reach_every_command_its_help_the_run_the_json_an
         run = [str(document), "Who repaired the fog signal?", "--model", tiny_model_path, "--max-new-tokens", "2",
                "--json", "--quiet"]
         for command in ("ask", "inspect"):
-            given = runner.invoke(app, [command, *run, "--dummy-stop", "--dummy-chunk", "9"])
+            given = runner.invoke(app, [command, *run, "--dummy-stop", "--dummy-chunk", "9", "--dummy-mode", "F"])
             assert given.exit_code == 0, given.stderr
             assert json.loads(given.stdout)["stop"]["dummy_stopped"] is True, command
             default = runner.invoke(app, [command, *run])
             assert json.loads(default.stdout)["stop"]["dummy_stopped"] is False, command
     finally:
         Runner.__init__ = original
-    assert [(options.dummy_stop, options.dummy_chunk, options.max_new_tokens) for options in seen] == [
-        (True, 9, 2), (False, 7, 2)] * 2
+    assert [(options.dummy_stop, options.dummy_chunk, options.dummy_mode, options.max_new_tokens)
+            for options in seen] == [(True, 9, "fancy", 2), (False, 7, "plain", 2)] * 2
     refused = runner.invoke(app, ["ask", *run, "--dummy-chunk", "1"])
     assert refused.exit_code == 2 and "--dummy-chunk" in refused.stderr  # below its declared lowest value
+    # a value outside its declared choices: one error line naming its flag, before any model loads, benchmarks too
+    for command in (["ask", *run], ["bench", "speed"]):
+        unknown = runner.invoke(app, [*command, "--dummy-mode", "loud"])
+        assert unknown.exit_code == 1 and unknown.stdout == "", command
+        assert unknown.stderr == "Error: --dummy-mode must be plain or fancy, got 'loud'\n", command
 
     # the error lines name its flag where the library names the option
     from snapkv_cli.cli.errors import message

@@ -68,6 +68,24 @@ def test_paired_ratios_compare_the_same_round():
     assert row["snapkv_over_llamacpp"]["decode_tokens_per_s"]["max"] == 2.0
 
 
+def test_a_decode_weights_variant_is_paired_with_llama_cpp_and_with_the_weights_as_loaded_in_its_round():
+    def run(tool, round_index, prefill, decode):
+        return {"tool": tool, "round": round_index, "length": 4096, "threads": 1, "ttft_s": 1.0, "wall_s": 2.0,
+                "peak_rss_mb": 100.0, "prefill_tokens_per_s": prefill, "decode_tokens_per_s": decode, "answer": "a"}
+
+    fast = bench.snapkv_tool("bfloat16")
+    runs = [run("snapkv-cli", 0, 300.0, 20.0), run(fast, 0, 300.0, 30.0), run("llama.cpp", 0, 100.0, 10.0),
+            run("llama.cpp", 1, 50.0, 40.0), run(fast, 1, 200.0, 60.0), run("snapkv-cli", 1, 200.0, 20.0)]
+    (row,) = bench.summarize(runs)
+    assert fast == "snapkv-cli --decode-weights bfloat16"
+    assert row[f"{fast}_over_llamacpp"]["decode_tokens_per_s"] == {"median": 2.25, "min": 1.5, "max": 3.0, "n": 2}
+    assert row[f"{fast}_over_snapkv-cli"]["decode_tokens_per_s"] == {"median": 2.25, "min": 1.5, "max": 3.0, "n": 2}
+    assert row["snapkv_over_llamacpp"]["decode_tokens_per_s"]["min"] == 0.5
+    lines = bench.markdown([row], "smollm2").splitlines()
+    assert [line.split(" | ")[0] for line in lines[2:]] == ["| 4,096", "| 4,096, --decode-weights bfloat16"]
+    assert "| 45.0 (30.0-60.0) | 25.0 (10.0-40.0) | 2.25 (1.50-3.00)x |" in lines[3]
+
+
 @pytest.mark.parametrize(("system_info", "expected"), [
     ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | LLAMAFILE = 1 | OPENMP = 1 |",
      ["AVX2"]),

@@ -92,7 +92,8 @@ def hand_report(*, prefix_source: str = "memory", extended_tokens: int = 0, **st
 # the keys of ``ask --json``, in docs/usage.md's order
 ANSWER_KEYS = ["schema_version", "answer", "question", "document", "model", "device", "dtype", "dtype_reason",
                "quantization", "method", "settings", "prompt_tokens", "prompt", "generated_tokens", "cache", "layers",
-               "pages", "timings", "memory", "question_index", "reused_prefix_tokens", "prefix", "doc_cache", "stop"]
+               "pages", "timings", "memory", "question_index", "reused_prefix_tokens", "prefix", "doc_cache", "stop",
+               "decode_path"]
 
 
 def test_the_json_object_has_the_documented_keys_in_order_and_the_run_as_given():

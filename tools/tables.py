@@ -526,21 +526,32 @@ def llamacpp_table(path: str) -> str:
     return llamacpp_bench.markdown(llamacpp_bench.summarize(report["runs"]), report["args"]["model"])
 
 
-def dtype_retention(folder: str, *niah_reference: str) -> str:
-    """What bfloat16 weights keep of float32's right answers (bench test split) and exact needle cells, paired."""
-    summary = dtype_accuracy.summarize(DOCS / folder, "float32", "bfloat16", [DOCS / path for path in niah_reference])
+def dtype_retention(folder: str, *niah_reference: str, candidate: str = "bfloat16",
+                    header: str = "float32's right answers kept in bfloat16") -> str:
+    """What bfloat16 weights (or another ``candidate`` run of the folder) keep of float32's right answers (bench test
+    split) and exact needle cells, paired; a candidate without a needle run says so in its needle column."""
+    summary = dtype_accuracy.summarize(DOCS / folder, "float32", candidate, [DOCS / path for path in niah_reference])
+    niah_rows = summary["niah"]["by_label"] if "niah" in summary else None
     rows = []
     for label, row in summary["accuracy"]["by_label"].items():
-        niah = summary["niah"]["by_label"].get(label, {})
+        niah = (niah_rows or {}).get(label, {})
         rows.append([label, f"{row['kept']} / {row['reference_correct']}", _interval(row["retention_interval"]),
                      f"+{row['gained']} -{row['lost']}", f"{row['same_answer']} / {row['pairs']}",
+                     "not run" if niah_rows is None else
                      f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}"])
     total = summary["accuracy"]["pooled"]
     rows.append(["all", f"{total['kept']} / {total['reference_correct']} ({100 * total['retention']:.1f}%)",
                  _interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
-                 f"{summary['niah']['lost_cells']} lost"])
-    return _table((["method", "float32's right answers kept in bfloat16", "interval", "gained / lost",
-                    "identical answers", "exact needle cells kept"], rows))
+                 "not run" if niah_rows is None else f"{summary['niah']['lost_cells']} lost"])
+    return _table((["method", header, "interval", "gained / lost", "identical answers", "exact needle cells kept"],
+                   rows))
+
+
+def decode_weights_retention(folder: str, *niah_reference: str) -> str:
+    """What bfloat16 decoding steps (``--decode-weights bfloat16``, the folder's ``decode-bf16`` runs) keep of
+    float32's right answers and exact needle cells, paired as :func:`dtype_retention`."""
+    return dtype_retention(folder, *niah_reference, candidate="decode-bf16",
+                           header="float32's right answers kept with bfloat16 decoding steps")
 
 
 def default_rule_table(folder: str) -> str:
@@ -614,6 +625,46 @@ def weight_dtype_table(path: str) -> str:
             for variant, row in report["summary"].items()]
     return _table((["weights", "prefill tok/s", "prefill vs float32", "decode tok/s", "decode vs float32",
                     "peak RSS MB", "load_s"], rows))
+
+
+KERNEL_VARIANTS = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
+                   "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x"}
+
+
+def kernel_probe_table(path: str) -> str:
+    """``tools/kernel_probe.py``: each product's milliseconds per call per kernel (median of the rounds) and its
+    speed against float32 within each round (median, min-max); the one-token products first, then prefill-size
+    ones."""
+    report = _load(path)
+
+    def cell(row: dict, variant: str) -> str:
+        if variant not in row:
+            return ""
+        value = row[variant]
+        if variant == "float32":
+            return f"{value['ms_median']:.3g} ms"
+        return (f"{value['ms_median']:.3g} ms, x{value['speedup_vs_float32_median']:.2f} "
+                f"({value['speedup_vs_float32_min']:.2f}-{value['speedup_vs_float32_max']:.2f})")
+
+    rows = [[f"`{shape}`", *[cell(row, variant) for variant in KERNEL_VARIANTS]]
+            for block in ("decode", "prefill") for shape, row in report[block].items()]
+    return _table((["product (x @ W.T)", *KERNEL_VARIANTS.values()], rows))
+
+
+def decode_step_profile_table(path: str) -> str:
+    """``tools/decode_step_profile.py``: the ops that take a decoding step's time, float32 against bfloat16 steps
+    (torch.profiler, self CPU time per step): the six largest in either, and all ops."""
+    report = _load(path)
+    profiles = report["profiles"]
+    ops: dict[str, dict] = {}
+    for name, profile in profiles.items():
+        for op in profile["ops"]:
+            ops.setdefault(op["op"], {})[name] = op["self_ms_per_step"]
+    top = sorted(ops, key=lambda op: -max(ops[op].values()))[:6]
+    rows = [[f"`{op}`", *[f"{ops[op][name]:.1f}" if name in ops[op] else "-" for name in profiles]] for op in top]
+    rows.append(["all ops (self CPU time)", *[f"{profile['self_cpu_ms_per_step']:.1f}" for profile in
+                                             profiles.values()]])
+    return _table((["op (ms per step)", *profiles], rows))
 
 
 def methods_table() -> str:
@@ -889,7 +940,8 @@ def peers_facts(path: str) -> dict[str, str]:
 
 def llamacpp_facts(path: str) -> dict[str, str]:
     """snapkv-cli beside llama.cpp: snapkv-cli's settings, llama-cpp-python's version and vector extensions, the
-    GGUF file, the rounds and the load average during the runs."""
+    GGUF file, the rounds and the load average during the runs; snapkv-cli's median decode rate per prompt length
+    and thread count (``decode-8000-1``)."""
     report = _load(path)
     runs = report["runs"]
     theirs = next(run for run in runs if run["tool"] == "llama.cpp")
@@ -900,7 +952,109 @@ def llamacpp_facts(path: str) -> dict[str, str]:
             "llama-cpp-python": theirs["llama_cpp_python"],
             "extensions": ", ".join(llamacpp_bench.vector_extensions(theirs["system_info"])) or "no AVX2",
             "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
-            "load": f"{min(loads):.1f}-{max(loads):.1f}"}
+            "load": f"{min(loads):.1f}-{max(loads):.1f}",
+            **{f"decode-{row['length']}-{row['threads']}": f"{row['snapkv-cli']['decode_tokens_per_s']['median']:.1f}"
+               for row in llamacpp_bench.summarize(runs)}}
+
+
+def _bf16_text(machine: dict) -> str:
+    """Whether a run's CPU computes bfloat16 natively, from the vector features its provenance lists."""
+    native = [name for name in machine["cpu_features"] if name in ("avx512_bf16", "amx_bf16")]
+    return f"native bfloat16 ({', '.join(native)})" if native else "no native bfloat16"
+
+
+def _machine_facts(source: dict) -> dict[str, str]:
+    """Where a run ran, as the user docs say it: its CPUs, vector features, bfloat16, torch and threads, the load
+    average before and after, the commit."""
+    machine = source["machine"]
+    features = [name.upper() for name in machine["cpu_features"]]
+    return {"cpus": str(machine["cpus"]),
+            "features": " and ".join([", ".join(features[:-1]), features[-1]] if len(features) > 1 else features)
+            or "no AVX2",
+            "bf16": _bf16_text(machine), "torch": machine["torch"], "threads": str(machine["torch_threads"]),
+            "load-before": f"{source['load_average_before'][0]:.1f}",
+            "load-after": f"{source['load_average_after'][0]:.1f}", "commit": _commit(source)}
+
+
+def _span(low: float, high: float) -> str:
+    """A range of ratios: ``1.08-4.04x``, or one value where both ends round alike."""
+    return _times(low) if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}x"
+
+
+def decode_weights_facts(path: str) -> dict[str, str]:
+    """The llama.cpp peer bench run with ``--decode-weights same bfloat16``: over its lengths, the paired per-round
+    ratios of the bfloat16 decoding steps to the weights as loaded (``decode-vs-float32``) and to llama.cpp
+    (``decode-vs-llamacpp``, ``prefill-vs-llamacpp``), how many pairs decoded faster than float32 and gave the first
+    token before llama.cpp, the extra peak memory; each tool's decode range per length (``decode-llama.cpp-8000``);
+    the rounds, the load and the machine."""
+    report = _load(path)
+    runs = report["runs"]
+    fast = llamacpp_bench.snapkv_tool("bfloat16")
+    rows = [row for row in llamacpp_bench.summarize(runs) if f"{fast}_over_llamacpp" in row]
+
+    def span(key: str, metric: str) -> str:
+        return _span(min(row[key][metric]["min"] for row in rows), max(row[key][metric]["max"] for row in rows))
+
+    def paired(other: str) -> list[tuple[dict, dict]]:
+        mine = {(run["length"], run["threads"], run["round"]): run for run in runs if run["tool"] == fast}
+        return [(mine[key], run) for run in runs if run["tool"] == other
+                and (key := (run["length"], run["threads"], run["round"])) in mine]
+
+    faster = [ours["decode_tokens_per_s"] > theirs["decode_tokens_per_s"] for ours, theirs in paired("snapkv-cli")]
+    sooner = [ours["ttft_s"] < theirs["ttft_s"] for ours, theirs in paired("llama.cpp")]
+    extra = [row[fast]["peak_rss_mb"]["median"] - row["snapkv-cli"]["peak_rss_mb"]["median"] for row in rows]
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+    facts = {"lengths": " and ".join(dict.fromkeys(f"{row['length']:,}" for row in rows)),
+             "threads": " and ".join(dict.fromkeys(str(row["threads"]) for row in rows)),
+             "rounds": str(len({run["round"] for run in runs})), "load": f"{min(loads):.1f}-{max(loads):.1f}",
+             "decode-vs-float32": span(f"{fast}_over_snapkv-cli", "decode_tokens_per_s"),
+             "decode-vs-llamacpp": span(f"{fast}_over_llamacpp", "decode_tokens_per_s"),
+             "prefill-vs-llamacpp": span(f"{fast}_over_llamacpp", "prefill_tokens_per_s"),
+             "faster-than-float32": f"{sum(faster)} of {len(faster)}", "sooner": f"{sum(sooner)} of {len(sooner)}",
+             "rss-more": f"{min(extra):.0f}-{max(extra):.0f} MB"}
+    for row in rows:
+        for tool in ("snapkv-cli", "llama.cpp", fast):
+            stats = row[tool]["decode_tokens_per_s"]
+            name = {"snapkv-cli": "float32", fast: "bf16"}.get(tool, tool)
+            facts[f"decode-{name}-{row['length']}"] = f"{stats['min']:.1f}-{stats['max']:.1f}"
+    return facts | {key: value for key, value in _machine_facts(report["provenance"]).items()
+                    if key in ("cpus", "features", "bf16", "commit")}
+
+
+def kernel_probe_facts(path: str) -> dict[str, str]:
+    """``tools/kernel_probe.py``: where it ran (CPUs, vector features, bfloat16, torch, threads, load), its rounds."""
+    report = _load(path)
+    return {"rounds": str(report["args"]["rounds"]), **_machine_facts(report["provenance"])}
+
+
+def _decode_step_summary(rounds: list[dict]) -> dict:
+    """The decode step profile's summary, recomputed from its paired rounds (as ``tools/decode_step_profile.py``
+    stores it)."""
+    import statistics
+
+    speedups = sorted(row["speedup"] for row in rounds)
+    return {"speedup_median": statistics.median(speedups), "speedup_min": speedups[0], "speedup_max": speedups[-1],
+            "float32_ms_median": statistics.median(row["float32_ms"] for row in rounds),
+            "bf16_ms_median": statistics.median(row["bf16_ms"] for row in rounds)}
+
+
+def decode_step_profile_facts(path: str) -> dict[str, str]:
+    """``tools/decode_step_profile.py``: the prompt and the cache after the steps, the paired rounds' step times and
+    speed-up (recomputed from the rounds), the matrix products' and all ops' time against float32 in the profile
+    (``mm``, ``all-ops``), the products per step, the bfloat16 copies' bytes, where it ran."""
+    report = _load(path)
+    summary, profiles = _decode_step_summary(report["rounds"]), report["profiles"]
+    mm = {name: next(op for op in profile["ops"] if op["op"] == "aten::mm") for name, profile in profiles.items()}
+    every = {name: profile["self_cpu_ms_per_step"] for name, profile in profiles.items()}
+    return {"prompt-tokens": f"{report['prompt_tokens']:,}", "cache-positions": f"{report['cache_positions']:,}",
+            "rounds": str(len(report["rounds"])), "steps": str(report["args"]["steps"]),
+            "float32-ms": f"{summary['float32_ms_median']:.0f} ms", "bf16-ms": f"{summary['bf16_ms_median']:.0f} ms",
+            "speedup": _span(summary["speedup_min"], summary["speedup_max"]),
+            "speedup-median": _times(summary["speedup_median"]),
+            "mm": f"{mm['float32']['self_ms_per_step'] / mm['bf16_steps']['self_ms_per_step']:.1f}x",
+            "mm-calls": f"{mm['bf16_steps']['calls_per_step']:.0f}",
+            "all-ops": f"{every['float32'] / every['bf16_steps']:.1f}x",
+            "copies": f"{report['bf16_copy_bytes'] / 1e6:.0f} MB", **_machine_facts(report["provenance"])}
 
 
 def methods_timing_facts(path: str) -> dict[str, str]:
@@ -1091,6 +1245,9 @@ FACTS = {
     "long-document": long_document_facts,
     "decode-profile": decode_profile_facts,
     "llamacpp": llamacpp_facts,
+    "decode-weights": decode_weights_facts,
+    "kernel-probe": kernel_probe_facts,
+    "decode-step-profile": decode_step_profile_facts,
     "methods-timing": methods_timing_facts,
     "quickstart": quickstart_facts,
 }
@@ -1119,6 +1276,7 @@ GENERATORS = {
     "peers-default-agreement": peers_default_agreement,
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
+    "decode-weights-retention": decode_weights_retention,
     "default-rule": default_rule_table,
     "decode-speed": decode_speed,
     "batch-table": batch_table,
@@ -1130,6 +1288,8 @@ GENERATORS = {
     "niah-kept": niah_kept,
     "methods-timing": methods_timing,
     "weight-dtype-table": weight_dtype_table,
+    "kernel-probe": kernel_probe_table,
+    "decode-step-profile": decode_step_profile_table,
     "selection-cost": selection_cost,
     "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
@@ -1238,6 +1398,8 @@ def stored_summaries_mismatches() -> list[str]:
         elif report["kind"] == "speed" and (report["summary"] != summarize(report["samples"])
                                             or report["comparisons"] != compare(report["samples"])):
             problems.append(f"{path.relative_to(ROOT)}: stored summary differs from the samples")
+        elif report["kind"] == "decode_step_profile" and report["summary"] != _decode_step_summary(report["rounds"]):
+            problems.append(f"{path.relative_to(ROOT)}: stored summary differs from the rounds")
     return problems
 
 

@@ -353,6 +353,9 @@ MEANINGS = {
     "stop.stop_string": "the stop string that ended the answer, else null",
     "stop.stop_on_repeat": "whether a loop ends the answer (`--stop-on-repeat`)",
     "stop.repeated": "the text of the tokens that looped, else null",
+    "decode_path": "with `--decode-weights bfloat16`: what the decoding steps ran and why (bfloat16 copies of the "
+                   "Linear weights, attention and KV cache float32, the kernel setting), or why the weights as "
+                   "loaded ran instead; else null",
 }
 
 # What ``snapkv inspect --json`` says differently, or adds.
@@ -423,7 +426,8 @@ def _annotations(cls, prefix: str = "") -> dict[str, typing.Any]:
 
 
 def _sample(annotation):
-    """A value of this type: one element in each list, so that every key of a list's objects shows."""
+    """A value of this type: one element in each list, so that every key of a list's objects shows; a generation
+    option declared with choices takes its first."""
     from snapkv_cli.answering.report import SettingsInfo
 
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
@@ -431,7 +435,12 @@ def _sample(annotation):
         return SettingsInfo({key: _sample(type_) for key, type_ in SettingsInfo.declared_types().items()})
     if is_dataclass(annotation):
         hints = typing.get_type_hints(annotation)
-        return annotation(**{field_.name: _sample(hints[field_.name]) for field_ in fields(annotation) if field_.init})
+
+        def value(field_):
+            declared = field_.metadata.get("generation")
+            return next(iter(declared.choices)) if declared and declared.choices else _sample(hints[field_.name])
+
+        return annotation(**{field_.name: value(field_) for field_ in fields(annotation) if field_.init})
     if origin in (list, tuple):
         return [_sample(arguments[0])]
     if arguments:  # X | None, X | Y

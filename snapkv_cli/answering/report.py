@@ -213,6 +213,7 @@ class Report:
     prefix: PrefixInfo
     doc_cache: DocCacheInfo = field(default_factory=DocCacheInfo)
     stop: StopInfo = field(default_factory=StopInfo)
+    decode_path: str | None = None  # what the decoding steps ran and why, where not the weights as loaded
     generation: GenerationOptions = field(default_factory=GenerationOptions)
     schema_version: int = SCHEMA_VERSION
 
@@ -320,5 +321,6 @@ def build_report(*, model_name: str, device: str, dtype: str, prompt: Prompt, re
         prefix=prefix,
         doc_cache=doc_cache,
         stop=StopInfo(reason=result.stop_reason, stop_string=result.stop_string, repeated=result.repeated),
+        decode_path=result.decode_path,
         generation=generation,
     )

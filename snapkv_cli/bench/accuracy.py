@@ -18,6 +18,7 @@ from ..answering.prompting import Template
 from ..answering.session import DocumentSession, context_length
 from ..errors import PromptTooLong
 from ..generation import GenerationOptions
+from ..generation.options import generation_default
 from ..models.loader import LoadedModel
 from .grid import MethodGrid
 from .retention import Paired, Tally
@@ -36,6 +37,7 @@ class AccuracyPlan(MethodGrid):
     samples: int = 5
     split: str = "test"
     prefill_chunk: int | None = None  # prefill in chunks of this many tokens (memory only: the selection is exact)
+    decode_weights: str = generation_default("decode_weights")  # the decoding steps' weights (--decode-weights)
 
     def new_tokens(self, kind: str) -> int:
         return self.max_new_tokens or NEW_TOKENS[kind]
@@ -99,7 +101,8 @@ def run_accuracy(loaded: LoadedModel, plan: AccuracyPlan, template: Template,
                     document = Document(source=task.seed, kind="text", pages=(Page(1, task.document),))
                     session = DocumentSession(loaded, document, plan.settings("full", None), template,
                                               generation=GenerationOptions(max_new_tokens=new_tokens,
-                                                                           prefill_chunk=plan.prefill_chunk),
+                                                                           prefill_chunk=plan.prefill_chunk,
+                                                                           decode_weights=plan.decode_weights),
                                               attention_sums=attention_sums)
                     prefilled = task.document
                 try:

@@ -22,6 +22,7 @@ from ..answering.documents import Document, Page
 from ..answering.prompting import Template
 from ..answering.session import DocumentSession
 from ..generation import GenerationOptions
+from ..generation.options import generation_default
 from ..models.loader import LoadedModel
 from .grid import BENCH_NEW_TOKENS, MethodGrid
 from .needle import NEEDLE, RETRIEVAL_QUESTION, Haystack, haystack_text, needle_context
@@ -81,10 +82,13 @@ class NiahOutcome:
 
 
 def run_niah(loaded: LoadedModel, plan: NiahPlan, haystack: Haystack, *, prefill_chunk: int | None = None,
+             decode_weights: str = generation_default("decode_weights"),
              on_outcome: Callable[[NiahOutcome], None] | None = None) -> list[NiahOutcome]:
-    """Every cell of ``plan``; ``prefill_chunk`` (None: the model's own default) bounds the prefill's memory."""
+    """Every cell of ``plan``; ``prefill_chunk`` (None: the model's own default) bounds the prefill's memory;
+    ``decode_weights``: the decoding steps' weights (``--decode-weights``)."""
     tokenizer = loaded.tokenizer
-    generation = GenerationOptions(max_new_tokens=plan.max_new_tokens, prefill_chunk=prefill_chunk)
+    generation = GenerationOptions(max_new_tokens=plan.max_new_tokens, prefill_chunk=prefill_chunk,
+                                   decode_weights=decode_weights)
     attention_sums = plan.needs_attention_sums()
     text = haystack_text(tokenizer, haystack, max(plan.lengths))
     outcomes: list[NiahOutcome] = []

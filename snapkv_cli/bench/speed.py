@@ -35,6 +35,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingW
 from ..engine import CompressionSettings, SnapKVCache
 from ..engine.hooks import attached, detached, has_forward_hooks
 from ..generation import GenerationOptions, generate_answer, synchronize
+from ..generation.options import generation_default
 from ..models.loader import LoadedModel
 from .grid import BENCH_NEW_TOKENS, default_label, parse_label
 from .haystack import haystack
@@ -63,6 +64,8 @@ class SpeedPlan:
     kernel_size: int = 15
     pooling: str = "maxpool"
     chunk_size: int | None = None
+    # the decoding steps' weights (--decode-weights) in the rows that run this project's cache
+    decode_weights: str = generation_default("decode_weights")
     method: str = default_label()  # the compressing row's bench label
 
     def configurations(self) -> list[Configuration]:
@@ -197,7 +200,8 @@ def _measure(loaded: LoadedModel, ids: list[int], plan: SpeedPlan, configuration
                                        kernel_size=plan.kernel_size, pooling=plan.pooling, **overrides)
         with attached(model), PeakRSS() as peak:
             result = generate_answer(model, tokenizer, ids, settings, GenerationOptions(
-                max_new_tokens=plan.max_new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size))
+                max_new_tokens=plan.max_new_tokens, stop_at_eos=False, prefill_chunk=plan.chunk_size,
+                decode_weights=plan.decode_weights))
             kv_bytes = _prompt_kv_bytes(result.cache, result.decode_steps)
         prefill_s, decode_s, steps = result.prefill_s, result.decode_s, result.decode_steps
         selection_s, plain = result.cache.selection_seconds, False

@@ -152,7 +152,8 @@ def accuracy(
                         lengths=_ints(lengths, "--lengths"), tasks=_names(tasks, TASK_KINDS, "task"),
                         samples=samples, window_size=window, kernel_size=kernel, pooling=pooling,
                         gqa_aggregation=gqa, max_new_tokens=max_new_tokens,
-                        split=_split(split), seed=seed, prefill_chunk=options.generation.prefill_chunk)
+                        split=_split(split), seed=seed, prefill_chunk=options.generation.prefill_chunk,
+                        decode_weights=options.generation.decode_weights)
     plan.settings(plan.methods[0], plan.budgets[0] if plan.budgets[0] > window else None)  # validate early
     _check_outputs(markdown, png)
     start = run_start()
@@ -255,7 +256,7 @@ def speed(
     plan = SpeedPlan(lengths=_ints(lengths, "--lengths"), budgets=_ints(budgets, "--budgets"),
                      max_new_tokens=max_new_tokens if new_tokens is None else new_tokens,
                      repeats=repeats, warmup_rounds=warmup, chunk_size=options.generation.prefill_chunk,
-                     method=_names(method, compressing, "method")[0])
+                     decode_weights=options.generation.decode_weights, method=_names(method, compressing, "method")[0])
     _check_outputs(markdown)
     start = run_start()
     loaded = _load(options)
@@ -347,7 +348,7 @@ def niah(
             f"{done}/{total}: {outcome.length} tok, depth {outcome.depth:g}%, {outcome.method} "
             f"{outcome.budget or ''} -> {'found' if outcome.exact else f'{outcome.partial:.2f}'}")) as progress:
         outcomes = run_niah(loaded, plan, essays, prefill_chunk=options.generation.prefill_chunk,
-                            on_outcome=progress)
+                            decode_weights=options.generation.decode_weights, on_outcome=progress)
     header, rows = niah_rows(outcomes)
     console.stderr.print(rich_table(f"Needle In A Haystack ({loaded.name}, window {window}, {pooling} {kernel}; "
                                     "exact hits over depths)", header, rows))

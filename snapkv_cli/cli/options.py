@@ -4,9 +4,10 @@
 hands the command one ``choices: RunChoices`` made of them, so ``ask``, ``inspect``, ``chat`` and ``batch`` all
 take the same options with the same names, defaults, environment variables and checks. The checks come in two
 steps, so that a mistake is reported before torch is imported: :func:`check_run_values` (the values' form, the
-template, the compression settings) and the command's reading of its documents, then :meth:`RunChoices.build` (the
-model's name, then the engine). To give every such command a new option: add its :class:`SharedOption` to
-:data:`RUN_OPTIONS` and use its value in :func:`check_run_values` or :meth:`RunChoices.build`.
+template, the compression settings, the generation options) and the command's reading of its documents, then
+:meth:`RunChoices.build` (the model's name, then the engine). To give every such command a new option: add its
+:class:`SharedOption` to :data:`RUN_OPTIONS` and use its value in :func:`check_run_values` or
+:meth:`RunChoices.build`.
 The compression options (:data:`SETTING_OPTIONS`) are generated from the settings' declaration
 (:mod:`snapkv_cli.engine.settings`) and the generation options (:data:`GENERATION_OPTIONS`, and the model's among
 :data:`MODEL_OPTIONS`) from theirs (:mod:`snapkv_cli.generation.options`): a setting or a generation option declared
@@ -45,7 +46,13 @@ from ..engine.settings import (
     with_defaults,
 )
 from ..errors import InvalidValue, UserError
-from ..generation.options import GenerationOptions, generation_declarations, generation_default, generation_flag
+from ..generation.options import (
+    GenerationOptions,
+    choices_text,
+    generation_declarations,
+    generation_default,
+    generation_flag,
+)
 from ..models.placement import QUANTIZATIONS, parse_device, parse_dtype, parse_quantize
 from ..models.sources import check_reachable, model_source
 
@@ -72,9 +79,12 @@ def _option(name: str, annotation, default, *flags: str, panel: str, **kwargs) -
 
 
 def generation_help(name: str) -> str:
-    """The help of the generation option ``name``'s option: its declared help, naming the other options' flags."""
+    """The help of the generation option ``name``'s option: its declared help, naming the other options' flags, and
+    the values it takes, each with what it means, where it declares them."""
     flags = {other: generation_flag(other) for other, declared in generation_declarations().items() if declared.flag}
-    return generation_declarations()[name].help.format(**flags)
+    declared = generation_declarations()[name]
+    text = declared.help.format(**flags)
+    return f"{text.removesuffix('.')}: {choices_text(declared)}." if declared.choices else text
 
 
 def _generation_kind(name: str):
@@ -214,6 +224,7 @@ class RunChoices:
     settings: CompressionSettings
     template: Template
     reader: DocumentReader
+    generation: GenerationOptions
 
     def read(self, path: str, *, stdin=None) -> Document:
         """The document at ``path`` (``-``: stdin), read by :attr:`reader` (the options' pages and size limit)."""
@@ -227,11 +238,9 @@ class RunChoices:
         from ..answering.runner import RunOptions
 
         values = self.values
-        generation = GenerationOptions(**{name: values[name] for name, declared in generation_declarations().items()
-                                          if declared.flag is not None})
         return RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                           quantize=parse_quantize(values["quantize"]),
-                          device_map=values["device_map"], settings=self.settings, generation=generation,
+                          device_map=values["device_map"], settings=self.settings, generation=self.generation,
                           reader=self.reader, template=self.template,
                           truncate=values["truncate"],
                           doc_cache_mb=values["cache_size"] if values["cache_docs"] else None)
@@ -256,22 +265,30 @@ def compression_settings(values: dict) -> CompressionSettings:
         raise UserError(str(error)) from None
 
 
+def generation_options(values: dict, *, model_only: bool = False) -> GenerationOptions:
+    """The run's :class:`GenerationOptions` from the parsed options: every generation option declared with a flag
+    (``model_only``: the model options', the rest at their defaults), each value checked by the declaration."""
+    return GenerationOptions(**{name: values[name] for name, declared in generation_declarations().items()
+                                if declared.flag is not None and (declared.with_model or not model_only)})
+
+
 def check_run_values(values: dict) -> RunChoices:
     """The parsed shared options checked without torch or a model: the truncation, the template, the compression
-    settings, the page selection's form, the device's and dtype's names, the quantization and its library (the
-    model's name is checked once the documents are read, by :meth:`RunChoices.build`)."""
+    settings, the generation options, the page selection's form, the device's and dtype's names, the quantization
+    and its library (the model's name is checked once the documents are read, by :meth:`RunChoices.build`)."""
     truncate = values["truncate"]
     if truncate is not None and truncate not in TRUNCATIONS:
         raise InvalidValue("truncate", truncate, f"one of {', '.join(TRUNCATIONS)}")
     template = load_template(values["template"])
     settings = compression_settings(values)
+    generation = generation_options(values)
     if values["pages"]:
         parse_page_ranges(values["pages"])
     reader = DocumentReader(pages=values["pages"], max_document_mb=values["max_document_mb"])
     parse_device(values["device"])
     parse_dtype(values["dtype"])
     parse_quantize(values["quantize"])
-    return RunChoices(values, settings, template, reader)
+    return RunChoices(values, settings, template, reader, generation)
 
 
 @dataclass(frozen=True)
@@ -311,17 +328,17 @@ def run_options(command):
 
 def model_options(command):
     """Give ``command`` the model options (:data:`MODEL_OPTIONS`); it receives them as ``options: RunOptions``
-    (model, device, dtype, quantization, device map and prefill chunk set; the rest at their defaults)."""
+    (model, device, dtype, quantization, device map and the generation options declared ``with_model`` set; the rest
+    at their defaults)."""
 
     def build(values: dict) -> dict:
         parse_device(values["device"])  # the names are checked before torch is imported
         parse_dtype(values["dtype"])
         quantize = parse_quantize(values["quantize"])
+        generation = generation_options(values, model_only=True)
         check_reachable(model_source(values["model"]))
         from ..answering.runner import RunOptions
 
-        generation = GenerationOptions(**{name: values[name] for name, declared in generation_declarations().items()
-                                          if declared.flag is not None and declared.with_model})
         return {"options": RunOptions(model=values["model"], device=values["device"], dtype=values["dtype"],
                                       quantize=quantize, device_map=values["device_map"], generation=generation)}
 

@@ -1,6 +1,7 @@
 """Generation: prefill with a compressing cache (whole or in chunks, a shared prefix once), then decode from the
-compressed cache, timing both (:mod:`.generate`); how to prefill and decode, declared once (:mod:`.options`); where
-an answer ends (:mod:`.stopping`); the streamed text in whole characters (:mod:`.streaming`); free heap pages handed
+compressed cache, timing both (:mod:`.generate`); how to prefill and decode, declared once (:mod:`.options`); the
+decoding steps on bfloat16 copies of a float32 model's weights (:mod:`.decode_path`); where an answer ends
+(:mod:`.stopping`); the streamed text in whole characters (:mod:`.streaming`); free heap pages handed
 back to the OS after a compressing prefill (:mod:`.allocator`).
 
 The options' declaration loads with the package: it is free of torch, and the command line reads it for its options

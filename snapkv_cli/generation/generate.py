@@ -14,6 +14,7 @@ from ..engine.families import is_attention_module
 from ..engine.words import prompt_word_ids
 from ..progress import Progress
 from .allocator import return_freed_memory_to_os
+from .decode_path import decode_path
 from .options import GenerationOptions
 from .stopping import LOOP_RULE, StopRule
 from .streaming import AnswerText
@@ -36,6 +37,7 @@ class GenerationResult:
     stop_strings: tuple[str, ...] = ()  # the stop strings in force (none: only the end-of-sequence token)
     stop_on_repeat: bool = True  # whether the loop rule was in force
     repeated: str | None = None  # the text of the n-gram that looped, when a loop ended the answer
+    decode_path: str | None = None  # what the decoding steps ran and why, where not the weights as loaded
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -146,10 +148,14 @@ def generate_answer(
     With ``prefix`` (from :func:`build_prefix` over the first ``prefix.get_seq_length()`` tokens of ``input_ids``),
     only the rest of the prompt is prefilled, on a fork of the prefix, and the selection still sees every key.
     The answer ends at an end-of-sequence token, a stop string, a loop (``options.stop_on_repeat``) or the token
-    limit; ``stop_reason`` says which (and ``stop_string`` which stop string).
+    limit; ``stop_reason`` says which (and ``stop_string`` which stop string). With ``options.decode_weights``
+    ``bfloat16`` the decoding steps (not the prefill) multiply by bfloat16 copies of the weights where that applies
+    (:mod:`.decode_path`); ``decode_path`` says what they ran, or why not.
     """
     prepare(model)
     device = model.device
+    path, not_applied = decode_path(model, options.decode_weights)
+    stepping = path.step if path is not None else contextlib.nullcontext
     if prefix is not None:
         cache, start = prefix.fork(settings), prefix.get_seq_length()
     else:
@@ -194,12 +200,14 @@ def generate_answer(
                 break
             position = torch.tensor([prompt_length + step], device=device)
             decode_steps += 1
-            logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
-                           use_cache=True).logits[:, -1]
+            with stepping():
+                logits = model(token, cache=cache, position_ids=position[None], cache_position=position,
+                               use_cache=True).logits[:, -1]
         synchronize(device)
         decode_s = time.perf_counter() - started
     answer = text.finish()
     return GenerationResult(answer=answer, generated_ids=text.ids, prompt_tokens=prompt_length, cache=cache,
                             prefill_s=prefill_s, decode_s=decode_s, decode_steps=decode_steps,
                             reused_prefix_tokens=start, stop_reason=stop_reason, stop_string=stop_string,
-                            stop_strings=options.stop_strings, stop_on_repeat=options.stop_on_repeat, repeated=repeated)
+                            stop_strings=options.stop_strings, stop_on_repeat=options.stop_on_repeat, repeated=repeated,
+                            decode_path=path.describe() if path is not None else not_applied)

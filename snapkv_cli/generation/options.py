@@ -2,17 +2,21 @@
 shows of it.
 
 Each field carries, in its metadata (:func:`option`), its command-line option (flag, help, environment variable,
-lowest value), whether the report shows it (and under which key) and its label in tables. The options of ``snapkv
-ask``, ``inspect``, ``chat`` and ``batch`` and those the benchmarks share (:mod:`snapkv_cli.cli.options`), the flags
-the ``Error:`` lines name (:mod:`snapkv_cli.cli.errors`), the report's ``stop`` block
-(:mod:`snapkv_cli.answering.report`) and the benchmark tables' labels follow from it. Free of torch: the command line
-reads it before any model loads.
+lowest value, the values it takes), whether the report shows it (and under which key) and its label in tables. The
+options of ``snapkv ask``, ``inspect``, ``chat`` and ``batch`` and those the benchmarks share
+(:mod:`snapkv_cli.cli.options`), the check of a value (:class:`GenerationOptions` itself), the flags the ``Error:``
+lines name (:mod:`snapkv_cli.cli.errors`), the report's ``stop`` block (:mod:`snapkv_cli.answering.report`) and the
+benchmark tables' labels follow from it. Free of torch: the command line reads it before any model loads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from ..engine.settings import alternatives
+from ..errors import InvalidValue
 
 
 @dataclass(frozen=True)
@@ -22,15 +26,19 @@ class GenerationOption:
 
     ``flag``: its option in every command that answers (None: the library's only), with ``help`` (``{name}`` in it
     is the flag of the option ``name``), ``envvar`` (the environment variable that sets it) and ``min`` (its lowest
-    value). ``with_model``: it is one of the model options, which every command that loads a model takes, the
-    benchmarks included. ``reported``: the report's ``stop`` block shows it, under ``json`` (default: its name);
-    ``label``: how tables name it.
+    value). ``choices``: the only values it takes, each with what it means (shown in its help; "" for nothing to
+    add), and ``aliases`` other spellings of them; a value is taken in any case, and any other is an
+    :class:`~snapkv_cli.errors.InvalidValue` (:func:`choice`). ``with_model``: it is one of the model options, which
+    every command that loads a model takes, the benchmarks included. ``reported``: the report's ``stop`` block shows
+    it, under ``json`` (default: its name); ``label``: how tables name it.
     """
 
     help: str = ""
     flag: str | None = None
     envvar: str | None = None
     min: int | float | None = None
+    choices: Mapping[str, str] = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)
     with_model: bool = False
     json: str | None = None
     reported: bool = False
@@ -60,6 +68,25 @@ def reported_options(options: GenerationOptions) -> dict[str, Any]:
             for name, declared in generation_declarations(type(options)).items() if declared.reported}
 
 
+def choice(name: str, value: Any, declared: GenerationOption | None = None) -> Any:
+    """The value of the generation option ``name`` (declared ``declared``, default: as :class:`GenerationOptions`
+    declares it) as one of its ``choices``: any case, an alias as the value it stands for. An option without choices
+    takes any value; a value outside them is an :class:`~snapkv_cli.errors.InvalidValue`."""
+    declared = declared or generation_declarations()[name]
+    if not declared.choices:
+        return value
+    key = value.strip().lower() if isinstance(value, str) else value
+    key = declared.aliases.get(key, key)
+    if key not in declared.choices:
+        raise InvalidValue(name, value, alternatives(declared.choices))
+    return key
+
+
+def choices_text(declared: GenerationOption) -> str:
+    """The values an option takes, each with what it means where it says: ``a, b (what b does) or c``."""
+    return alternatives(f"{value} ({meaning})" if meaning else value for value, meaning in declared.choices.items())
+
+
 def generation_flag(name: str, *, off: bool = False) -> str:
     """The flag that sets the generation option ``name`` (an on/off pair's first, or with ``off`` its second):
     ``--max-new-tokens``, ``--no-stop-on-repeat``."""
@@ -73,8 +100,13 @@ class GenerationOptions:
     ``temperature`` (0 is greedy), ``seed`` (sampling), ``stop_at_eos``, ``prefill_chunk`` (prefill in chunks
     of that many tokens to bound activation memory; the selection stays exact; None is one pass),
     ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
-    model's rule, :data:`.stopping.BASE_MODEL_STOP`), and ``stop_on_repeat``: an answer caught in a loop
-    ends there (:data:`.stopping.LOOP_RULE`)."""
+    model's rule, :data:`.stopping.BASE_MODEL_STOP`), ``stop_on_repeat``: an answer caught in a loop
+    ends there (:data:`.stopping.LOOP_RULE`), and ``decode_weights``: ``same`` (the weights as loaded) or
+    ``bfloat16`` (the decoding steps' products read bfloat16 copies of a float32 model's weights,
+    :mod:`.decode_path`).
+
+    A value outside an option's declared ``choices`` is an :class:`~snapkv_cli.errors.InvalidValue` here, before any
+    model loads; one of them in another case, or an alias, is kept as the value it names."""
 
     max_new_tokens: int = option(
         128, flag="--max-new-tokens", min=1, label="new tokens",
@@ -91,3 +123,14 @@ class GenerationOptions:
         True, flag="--stop-on-repeat/--no-stop-on-repeat", reported=True,
         help="End an answer caught in a loop (the same run of tokens again and again) instead of letting it run to "
              "{max_new_tokens}.")
+    decode_weights: str = option(
+        "same", flag="--decode-weights", with_model=True, aliases={"bf16": "bfloat16"},
+        choices={"same": "the weights as loaded",
+                 "bfloat16": "bfloat16 copies of a float32 model's Linear weights for one-token decoding steps "
+                             "(a CPU); the prefill, attention and KV cache stay float32"},
+        help="The weights the decoding steps multiply by.")
+
+    def __post_init__(self) -> None:
+        for name, declared in generation_declarations(type(self)).items():
+            if declared.choices:
+                object.__setattr__(self, name, choice(name, getattr(self, name), declared))

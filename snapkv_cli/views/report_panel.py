@@ -56,11 +56,13 @@ def _shares_a_prefix(report: Report) -> bool:
 
 def weights_text(report: Report) -> str:
     """The weights' dtype (and quantization), read back from the model, and why: ``bfloat16 (auto: this CPU computes
-    bfloat16 natively (AVX512_BF16))``, ``float32, int8 Linear layers (asked for)``. A report stored before these
-    keys existed (the docs' examples) shows the dtype alone."""
+    bfloat16 natively (AVX512_BF16))``, ``float32, int8 Linear layers (asked for)``; then, where ``--decode-weights``
+    asked for other weights, what the decoding steps ran and why (``; decode steps: bfloat16 Linear weights, ...``).
+    A report stored before these keys existed (the docs' examples) shows the dtype alone."""
     quantization, reason = getattr(report, "quantization", None), getattr(report, "dtype_reason", None)
     quantized = f", {quantization} Linear layers" if quantization else ""
-    return f"{report.dtype}{quantized}" + (f" ({reason})" if reason else "")
+    decode = getattr(report, "decode_path", None)
+    return f"{report.dtype}{quantized}" + (f" ({reason})" if reason else "") + (f"; {decode}" if decode else "")
 
 
 def time_text(report: Report) -> str:

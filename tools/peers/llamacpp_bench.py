@@ -7,7 +7,9 @@
 Each measurement is a fresh process, as a user runs either tool:
 
 - **snapkv-cli**: ``snapkv ask DOC QUESTION --json`` with the command's defaults (method, budget, ``--dtype auto``)
-  and ``OMP_NUM_THREADS`` set to the thread count. Time to first token is its prefill (selection and compression
+  and ``OMP_NUM_THREADS`` set to the thread count; with ``--decode-weights same bfloat16`` once per value in each
+  round (the tool ``snapkv-cli --decode-weights bfloat16`` beside ``snapkv-cli``, each paired with llama.cpp and
+  the bfloat16 steps with float32's). Time to first token is its prefill (selection and compression
   included; the first token comes from the prefill's logits), decode speed its report's.
 - **llama.cpp**: ``tools/peers/llamacpp_runner.py`` in its own environment (it refuses to run where snapkv-cli
   is importable) on the GGUF the built-in model is converted from, given the prompt's token ids as this checkout's
@@ -34,6 +36,9 @@ import time
 from pathlib import Path
 
 from snapkv_cli.bench.provenance import load_average, provenance, run_start, write_result
+from snapkv_cli.generation.options import generation_declarations, generation_default, generation_flag
+
+AS_LOADED = generation_default("decode_weights")  # snapkv-cli's --decode-weights by default: the weights as loaded
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HERE = Path(__file__).resolve().parent
@@ -115,21 +120,30 @@ def thread_env(threads: int) -> dict:
     return env
 
 
-def run_snapkv(args, document: Path, threads: int) -> dict:
+def snapkv_tool(decode_weights: str) -> str:
+    """How the runs and the table name snapkv-cli run with ``--decode-weights decode_weights``: ``snapkv-cli`` with
+    the weights as loaded, else ``snapkv-cli --decode-weights bfloat16``."""
+    flag = generation_flag("decode_weights")
+    return "snapkv-cli" if decode_weights == AS_LOADED else f"snapkv-cli {flag} {decode_weights}"
+
+
+def run_snapkv(args, document: Path, threads: int, decode_weights: str = AS_LOADED) -> dict:
     command = [str(SNAPKV), "ask", str(document), QUESTION, "--json", "--quiet", "--model", args.model,
                "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype]
+    if decode_weights != AS_LOADED:
+        command += [generation_flag("decode_weights"), decode_weights]
     stdout, wall, rss = run_measured(command, thread_env(threads))
     report = json.loads(stdout)
     timings = report["timings"]
     prompt_tokens = report["prompt_tokens"]
-    return {"tool": "snapkv-cli", "threads": threads, "prompt_tokens": prompt_tokens, "wall_s": round(wall, 3),
-            "peak_rss_mb": round(rss, 1), "load_s": timings["load_s"], "ttft_s": timings["prefill_s"],
-            "selection_s": timings.get("selection_s"), "decode_s": timings["decode_s"],
+    return {"tool": snapkv_tool(decode_weights), "threads": threads, "prompt_tokens": prompt_tokens,
+            "wall_s": round(wall, 3), "peak_rss_mb": round(rss, 1), "load_s": timings["load_s"],
+            "ttft_s": timings["prefill_s"], "selection_s": timings.get("selection_s"), "decode_s": timings["decode_s"],
             "decode_tokens_per_s": timings["decode_tokens_per_s"],
             "prefill_tokens_per_s": round(prompt_tokens / timings["prefill_s"], 2),
             "generated_tokens": report["generated_tokens"], "answer": report["answer"],
             "method": report["method"], "budget": report["settings"].get("budget"),
-            "dtype": report["dtype"],
+            "dtype": report["dtype"], "decode_path": report.get("decode_path"),
             "kv_cache": report.get("kv_cache")}
 
 
@@ -155,29 +169,40 @@ def spread(values: list[float]) -> dict:
             "max": round(max(values), 3), "n": len(values)}
 
 
+def _paired(ours: list[dict], theirs: list[dict]) -> dict:
+    """Per-round ratios ours / theirs of the prefill and decode speeds, theirs / ours of the wall time."""
+    pairs = list(zip(sorted(ours, key=lambda r: r["round"]), sorted(theirs, key=lambda r: r["round"])))
+    paired = {}
+    for metric in ("prefill_tokens_per_s", "decode_tokens_per_s"):
+        ratios = [mine[metric] / other[metric] for mine, other in pairs if other[metric]]
+        paired[metric] = spread(ratios) if ratios else None
+    paired["wall_s"] = spread([other["wall_s"] / mine["wall_s"] for mine, other in pairs])
+    return paired
+
+
 def summarize(runs: list[dict]) -> list[dict]:
-    """Per (length, threads): each tool's medians with spread, and the paired per-round ratios snapkv/llama.cpp."""
+    """Per (length, threads): each tool's medians with spread, and the paired per-round ratios snapkv/llama.cpp
+    (``snapkv_over_llamacpp``; ``<tool>_over_llamacpp`` for a ``--decode-weights`` variant, and
+    ``<tool>_over_snapkv-cli`` against the weights as loaded)."""
     rows = []
     keys = sorted({(run["length"], run["threads"]) for run in runs})
+    tools = sorted({run["tool"] for run in runs}, key=lambda tool: (tool == "llama.cpp", tool != "snapkv-cli", tool))
     for length, threads in keys:
         cell = [run for run in runs if run["length"] == length and run["threads"] == threads]
-        by_tool = {tool: [run for run in cell if run["tool"] == tool] for tool in ("snapkv-cli", "llama.cpp")}
+        by_tool = {tool: [run for run in cell if run["tool"] == tool] for tool in tools}
         row = {"length": length, "threads": threads}
         for tool, items in by_tool.items():
             row[tool] = {metric: spread([item[metric] for item in items])
                          for metric in ("ttft_s", "prefill_tokens_per_s", "decode_tokens_per_s", "wall_s",
                                         "peak_rss_mb")}
             row[tool]["answers"] = sorted({item["answer"] for item in items})
-        paired = {}
-        for metric in ("prefill_tokens_per_s", "decode_tokens_per_s"):
-            ratios = [ours[metric] / theirs[metric] for ours, theirs in
-                      zip(sorted(by_tool["snapkv-cli"], key=lambda r: r["round"]),
-                          sorted(by_tool["llama.cpp"], key=lambda r: r["round"])) if theirs[metric]]
-            paired[metric] = spread(ratios) if ratios else None
-        paired["wall_s"] = spread([theirs["wall_s"] / ours["wall_s"] for ours, theirs in
-                                   zip(sorted(by_tool["snapkv-cli"], key=lambda r: r["round"]),
-                                       sorted(by_tool["llama.cpp"], key=lambda r: r["round"]))])
-        row["snapkv_over_llamacpp"] = paired
+        for tool in tools:
+            if tool == "llama.cpp" or "llama.cpp" not in by_tool:
+                continue
+            key = "snapkv_over_llamacpp" if tool == "snapkv-cli" else f"{tool}_over_llamacpp"
+            row[key] = _paired(by_tool[tool], by_tool["llama.cpp"])
+            if tool != "snapkv-cli" and "snapkv-cli" in by_tool:
+                row[f"{tool}_over_snapkv-cli"] = _paired(by_tool[tool], by_tool["snapkv-cli"])
         rows.append(row)
     return rows
 
@@ -205,15 +230,22 @@ def markdown(rows: list[dict], model: str) -> str:
              "time to first token, snapkv-cli / llama.cpp | peak RSS MB, snapkv-cli / llama.cpp |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
-        ours, theirs, ratio = row["snapkv-cli"], row["llama.cpp"], row["snapkv_over_llamacpp"]
-        lines.append(
-            f"| {row['length']:,} | {row['threads']} | {cell(ours['prefill_tokens_per_s'], 0)} | "
+        for tool in [key for key in row if key.startswith("snapkv-cli") and "_over_" not in key]:
+            lines.append(_markdown_line(row, tool, cell))
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_line(row: dict, tool: str, cell) -> str:
+    """One row of :func:`markdown`: ``tool`` (``snapkv-cli`` or a ``--decode-weights`` variant) against llama.cpp."""
+    ours, theirs = row[tool], row["llama.cpp"]
+    ratio = row["snapkv_over_llamacpp" if tool == "snapkv-cli" else f"{tool}_over_llamacpp"]
+    variant = "" if tool == "snapkv-cli" else ", " + tool.removeprefix("snapkv-cli ")
+    return (f"| {row['length']:,}{variant} | {row['threads']} | {cell(ours['prefill_tokens_per_s'], 0)} | "
             f"{cell(theirs['prefill_tokens_per_s'], 0)} | {cell(ratio['prefill_tokens_per_s'], 2)}x | "
             f"{cell(ours['decode_tokens_per_s'])} | {cell(theirs['decode_tokens_per_s'])} | "
             f"{cell(ratio['decode_tokens_per_s'], 2)}x | {ours['ttft_s']['median']:.1f} s / "
             f"{theirs['ttft_s']['median']:.1f} s | {ours['peak_rss_mb']['median']:.0f} / "
             f"{theirs['peak_rss_mb']['median']:.0f} |")
-    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -224,6 +256,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--dtype", default="auto", help="snapkv-cli's --dtype (default: what users get)")
+    parser.add_argument("--decode-weights", nargs="+", default=[AS_LOADED],
+                        choices=list(generation_declarations()["decode_weights"].choices),
+                        help=f"snapkv-cli's --decode-weights, each value run in every round (default: {AS_LOADED})")
     parser.add_argument("--llamacpp-venv", default=".venv-llamacpp")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "snapkv-llamacpp-peer")
     parser.add_argument("--json", type=Path, required=True)
@@ -250,11 +285,12 @@ def main() -> int:
     for round_index in range(args.rounds):
         for threads in args.threads:
             for length, (document, ids) in documents.items():
-                order = ("snapkv-cli", "llama.cpp") if round_index % 2 == 0 else ("llama.cpp", "snapkv-cli")
-                for tool in order:
+                tools = [*args.decode_weights, "llama.cpp"]
+                shift = round_index % len(tools)  # which tool goes first turns with the rounds
+                for tool in tools[shift:] + tools[:shift]:
                     load = load_average()
-                    if tool == "snapkv-cli":
-                        run = run_snapkv(args, document, threads)
+                    if tool != "llama.cpp":
+                        run = run_snapkv(args, document, threads, tool)
                         if run["prompt_tokens"] != len(ids):
                             raise RuntimeError(f"snapkv ask read {run['prompt_tokens']} prompt tokens, the ids given "
                                                f"to llama.cpp are {len(ids)}: not the same prompt")
@@ -263,7 +299,7 @@ def main() -> int:
                     run.update(round=round_index, length=length, load_average=load)
                     runs.append(run)
                     print(f"round {round_index + 1}/{args.rounds} {threads} thread(s) {length:>6} tokens "
-                          f"{tool:<10} ttft {run['ttft_s']:7.2f} s  prefill {run['prefill_tokens_per_s']:7.1f} "
+                          f"{run['tool']:<10} ttft {run['ttft_s']:7.2f} s  prefill {run['prefill_tokens_per_s']:7.1f} "
                           f"tok/s  decode {run['decode_tokens_per_s']:5.1f} tok/s  rss {run['peak_rss_mb']:6.0f} MB",
                           file=sys.stderr, flush=True)
                     write_result(args.json, "llamacpp_peer", args, provenance(None, start),
