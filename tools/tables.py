@@ -629,26 +629,30 @@ def weight_dtype_table(path: str) -> str:
 
 KERNEL_VARIANTS = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
                    "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x"}
+COMPILED_VARIANTS = {"float32": "float32", "bf16": "bf16", "float32_compiled": "float32, compiled",
+                     "bf16_compiled": "bf16, compiled", "float32_autotune": "float32, compiled, max-autotune"}
 
 
 def kernel_probe_table(path: str) -> str:
-    """``tools/kernel_probe.py``: each product's milliseconds per call per kernel (median of the rounds) and its
-    speed against float32 within each round (median, min-max); the one-token products first, then prefill-size
-    ones."""
+    """``tools/kernel_probe.py`` (or ``tools/compiled_probe.py``): each product's milliseconds per call per kernel
+    (median of the rounds) and its speed against float32 within each round (median, min-max); the one-token
+    products first, then prefill-size ones; a kernel that did not compile, its error."""
     report = _load(path)
+    variants = COMPILED_VARIANTS if report["kind"] == "compiled_probe" else KERNEL_VARIANTS
 
-    def cell(row: dict, variant: str) -> str:
+    def cell(shape: str, row: dict, variant: str) -> str:
         if variant not in row:
-            return ""
+            return f"did not compile: {report['failed'][shape][variant]}" if variant in report.get(
+                "failed", {}).get(shape, {}) else ""
         value = row[variant]
         if variant == "float32":
             return f"{value['ms_median']:.3g} ms"
         return (f"{value['ms_median']:.3g} ms, x{value['speedup_vs_float32_median']:.2f} "
                 f"({value['speedup_vs_float32_min']:.2f}-{value['speedup_vs_float32_max']:.2f})")
 
-    rows = [[f"`{shape}`", *[cell(row, variant) for variant in KERNEL_VARIANTS]]
-            for block in ("decode", "prefill") for shape, row in report[block].items()]
-    return _table((["product (x @ W.T)", *KERNEL_VARIANTS.values()], rows))
+    rows = [[f"`{shape}`", *[cell(shape, row, variant) for variant in variants]]
+            for block in ("decode", "prefill") for shape, row in report.get(block, {}).items()]
+    return _table((["product (x @ W.T)", *variants.values()], rows))
 
 
 def decode_step_profile_table(path: str) -> str:
@@ -1247,6 +1251,7 @@ FACTS = {
     "llamacpp": llamacpp_facts,
     "decode-weights": decode_weights_facts,
     "kernel-probe": kernel_probe_facts,
+    "compiled-probe": kernel_probe_facts,
     "decode-step-profile": decode_step_profile_facts,
     "methods-timing": methods_timing_facts,
     "quickstart": quickstart_facts,
@@ -1289,6 +1294,7 @@ GENERATORS = {
     "methods-timing": methods_timing,
     "weight-dtype-table": weight_dtype_table,
     "kernel-probe": kernel_probe_table,
+    "compiled-probe": kernel_probe_table,
     "decode-step-profile": decode_step_profile_table,
     "selection-cost": selection_cost,
     "selection-cost-questions": selection_cost_questions,
