@@ -208,6 +208,7 @@ def carry(name: str, work_root: Path, results: Path = RESULTS, audit: int = 0) -
         (old_work / "setup.cfg").write_text(setup_cfg(earlier["mutated"], earlier["tests"]), encoding="utf-8")
         subprocess.run([sys.executable, "-c", "from mutmut.__main__ import create_mutants; create_mutants(2)"],
                        cwd=old_work, check=True, capture_output=True)
+    shutil.rmtree(work_root / name, ignore_errors=True)  # statuses from an earlier attempt would pass as tested now
     count_mutants(name, work_root)
     metas = {_module(meta, work_root / name / "mutants"): json.loads(meta.read_text())
              for meta in (work_root / name / "mutants").rglob("*.py.meta")}
@@ -219,7 +220,8 @@ def carry(name: str, work_root: Path, results: Path = RESULTS, audit: int = 0) -
             if mutant in carried and mutant not in audited:
                 data["exit_code_by_key"][mutant] = EXIT_CODE_BY_STATUS[statuses[carried[mutant]]]
         meta.write_text(json.dumps(data))
-    _rename_equivalent(name, carried, results)
+    _rename_equivalent(name, carried, {mutant for data in metas.values() for mutant in data["exit_code_by_key"]},
+                       results)
     print(f"[{name}] {len(carried)} mutants carried from {earlier['commit'][:10]} ({len(audited)} tested again)",
           flush=True)
     return {"from": earlier["commit"], "mutants": len(carried), "seconds_earlier": earlier["seconds"],
@@ -267,15 +269,16 @@ def _functions(mutants: Path) -> dict[tuple[str, str], tuple[str, int]]:
     return functions
 
 
-def _rename_equivalent(name: str, carried: dict[str, str], results: Path) -> None:
-    """The group's equivalent mutants under their names now, where carried; the others (their functions changed)
-    are left out: what made them equivalent may not hold."""
+def _rename_equivalent(name: str, carried: dict[str, str], mutants: set[str], results: Path) -> None:
+    """The group's equivalent mutants under their names now, where carried (or named so already: ``mutants`` are
+    those of the code now); the others (their functions changed) are left out: what made them equivalent may not
+    hold."""
     path = results / f"equivalent_{name}.json"
     if not path.exists():
         return
     before = json.loads(path.read_text(encoding="utf-8"))
     now_by_old = {old: mutant for mutant, old in carried.items()}
-    after = {now_by_old[old]: why for old, why in before.items() if old in now_by_old}
+    after = {now_by_old.get(old, old): why for old, why in before.items() if old in now_by_old or old in mutants}
     path.write_text(json.dumps(dict(sorted(after.items())), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
