@@ -143,19 +143,64 @@ def test_a_session_continued_from_an_earlier_prefix_prefills_only_what_is_new(lo
     earlier = session(loaded)
     earlier.ask("What is the code?")
     held = [tensor.clone() for tensor in earlier.prefix.cache.prefix_state().tensors().values()]
-    continued = pipeline.DocumentSession(loaded, GROWN, SNAPKV, template, generation=FOUR)
+    presenter = recording_presenter()
+    continued = pipeline.DocumentSession(loaded, GROWN, SNAPKV, template, generation=FOUR, progress=presenter)
     continued.continue_from(earlier.prefix)
-    answer = continued.ask("What is the boat?")
+    with recorded_forwards(loaded.model) as forwards:
+        answer = continued.ask("What is the boat?")
     fresh = pipeline.DocumentSession(loaded, GROWN, SNAPKV, template, generation=FOUR).ask("What is the boat?")
-    common = pipeline.common_start(earlier.prefix.ids, answer.prompt.input_ids[:answer.prompt.prefix_length])
+    prefix = answer.prompt.prefix_length
+    common = pipeline.common_start(earlier.prefix.ids, answer.prompt.input_ids[:prefix])
     assert 0 < common < len(earlier.prefix.ids)  # the template's end after the document differs
-    assert answer.report.prefix.extended_tokens == common - SNAPKV.window_size == answer.report.reused_prefix_tokens
+    taken = common - SNAPKV.window_size
+    assert answer.report.prefix.extended_tokens == taken == answer.report.reused_prefix_tokens
     assert fresh.report.prefix.extended_tokens == 0 and answer.report.prefix.source == "prefill"
+    assert forwards[0] == (taken, prefix - taken)  # the model read only the tokens past what was taken
+    phase = f"Reading the document: {prefix - taken} tokens after {taken} already read"
+    assert phase in [event[1] for event in presenter.events if event[0] == "phase"]
     assert answer.result.generated_ids == fresh.result.generated_ids
     for layer, record in answer.result.cache.records.items():
         assert torch.equal(record.kept_positions, fresh.result.cache.records[layer].kept_positions), f"layer {layer}"
     assert all(torch.equal(a, b) for a, b in zip(held, earlier.prefix.cache.prefix_state().tensors().values()))
-    assert continued.ask("What is the code?").report.prefix.source == "memory"  # its own prefix from now on
+    again = continued.ask("What is the code?").report.prefix  # its own prefix from now on
+    assert again.source == "memory" and again.extended_tokens == 0
+
+
+def test_an_earlier_prefix_with_the_same_tokens_is_cut_a_window_short(loaded, template, session):
+    """The same document under another name (its prefix's tokens alike to the last): the last window is read again,
+    its queries made anew, rather than nothing prefilled."""
+    earlier = session(loaded)
+    first = earlier.ask("What is the code?")
+    renamed = pipeline.DocumentSession(loaded, dataclasses.replace(DOCUMENT, source="copy.txt"), SNAPKV, template,
+                                       generation=FOUR)
+    renamed.continue_from(earlier.prefix)
+    answer = renamed.ask("What is the code?")
+    assert answer.report.prefix.extended_tokens == len(earlier.prefix.ids) - SNAPKV.window_size
+    assert answer.result.generated_ids == first.result.generated_ids
+
+
+def test_how_much_of_an_earlier_prefix_is_taken_follows_their_common_start(loaded, session):
+    """Tokens alike up to one window past the cut: one token taken; up to the window exactly: none."""
+    earlier = session(loaded)
+    earlier.ask("What is the code?")
+    ids, window = earlier.prefix.ids, SNAPKV.window_size
+    later = session(loaded)
+    for common, taken in ((window + 1, 1), (window, 0)):
+        other = [*ids[:common], (ids[common] + 1) % 90, *ids[common + 1:]]
+        later.continue_from(dataclasses.replace(earlier.prefix, ids=other))
+        tokens, head = later._earlier_head(ids)
+        assert tokens == taken and (head is None) == (taken == 0)
+        assert head is None or head.get_seq_length() == taken
+
+
+def test_an_earlier_prefix_with_a_shorter_window_is_not_taken(loaded, template, session):
+    """A prefix keeps its window's queries: a session with a longer window cannot build on it."""
+    earlier = session(loaded)
+    earlier.ask("What is the code?")
+    wider = dataclasses.replace(SNAPKV, window_size=2 * SNAPKV.window_size)
+    continued = pipeline.DocumentSession(loaded, GROWN, wider, template, generation=FOUR)
+    continued.continue_from(earlier.prefix)
+    assert continued.ask("What is the boat?").report.prefix.extended_tokens == 0
 
 
 def test_an_earlier_prefix_is_taken_whole_when_the_new_one_starts_with_it(loaded, session):
