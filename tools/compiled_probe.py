@@ -21,10 +21,7 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
-from tools.kernel_probe import probe
+from tools.kernel_probe import probe, start_probe, write_probe
 
 SHAPES = ((49152, 576), (262144, 640))  # (rows, columns): the default model's and gemma3-270m's output projections
 VARIANTS = ("float32", "bf16", "float32_compiled", "bf16_compiled", "float32_autotune")
@@ -77,31 +74,14 @@ def _call(function, argument):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=9, help="calls per variant per round (the median is kept)")
-    parser.add_argument("--out", type=Path, help="write the results with their provenance to this JSON file")
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
-
-    start = run_start()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from snapkv_cli.models.cpu_features import native_bf16_feature
-
-    print(f"threads {torch.get_num_threads()}, native bf16: {native_bf16_feature()}, "
-          f"load {start['load_average_before']}", flush=True)
+    args, start = start_probe(__doc__.split("\n")[0])
     results, failures = {}, {}
     for rows, k in SHAPES:
         label = f"1x{k} @ {rows}x{k}.T"
         calls, failed = make_calls(rows, k)
         results[label] = probe(label, calls, args.rounds, args.calls)
         failures[label] = failed
-    if args.out:
-        write_result(args.out, "compiled_probe", args, provenance(None, start), native_bf16=native_bf16_feature(),
-                     cpu_capability=torch.backends.cpu.get_cpu_capability(), decode=results, failed=failures)
+    write_probe(args, start, "compiled_probe", decode=results, failed=failures)
 
 
 if __name__ == "__main__":

@@ -115,14 +115,16 @@ def probe(shape_label: str, calls_by_variant: dict, rounds: int, calls: int) -> 
     return summary
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def start_probe(description: str) -> tuple[argparse.Namespace, dict]:
+    """A probe's command line (threads, rounds, calls, out) and its run's start; torch set to those threads, and
+    the host's native bfloat16 and load printed."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=9, help="calls per variant per round (the median is kept)")
     parser.add_argument("--out", type=Path, help="write the results with their provenance to this JSON file")
     args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+    from snapkv_cli.bench.provenance import run_start
 
     start = run_start()
     import torch
@@ -132,6 +134,26 @@ def main() -> None:
 
     print(f"threads {torch.get_num_threads()}, native bf16: {native_bf16_feature()}, "
           f"load {start['load_average_before']}", flush=True)
+    return args, start
+
+
+def write_probe(args: argparse.Namespace, start: dict, kind: str, **body) -> None:
+    """The probe's JSON (with ``--out``): its results, the host's native bfloat16 and torch's CPU capability."""
+    if not args.out:
+        return
+    import torch
+
+    from snapkv_cli.bench.provenance import provenance, write_result
+    from snapkv_cli.models.cpu_features import native_bf16_feature
+
+    write_result(args.out, kind, args, provenance(None, start), native_bf16=native_bf16_feature(),
+                 cpu_capability=torch.backends.cpu.get_cpu_capability(), **body)
+
+
+def main() -> None:
+    args, start = start_probe(__doc__.split("\n")[0])
+    import torch
+
     decode = {}
     for rows, k in DECODE_SHAPES:
         label = f"1x{k} @ {rows}x{k}.T"
@@ -144,10 +166,8 @@ def main() -> None:
     for m, rows, k in PREFILL_SHAPES:
         label = f"{m}x{k} @ {rows}x{k}.T"
         prefill[label] = probe(label, make_calls(rows, k, m, PREFILL_VARIANTS), args.rounds, args.calls)
-    if args.out:
-        write_result(args.out, "kernel_probe", args, provenance(None, start), native_bf16=native_bf16_feature(),
-                     mkldnn_available=torch.backends.mkldnn.is_available(), decode=decode, prefill=prefill,
-                     cpu_capability=torch.backends.cpu.get_cpu_capability())
+    write_probe(args, start, "kernel_probe", mkldnn_available=torch.backends.mkldnn.is_available(), decode=decode,
+                prefill=prefill)
 
 
 if __name__ == "__main__":
