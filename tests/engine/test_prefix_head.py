@@ -9,8 +9,8 @@ import re
 import pytest
 import torch
 
-from snapkv_cli.engine import SnapKVCache, attached
-from snapkv_cli.generation import build_prefix
+from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
+from snapkv_cli.generation import build_prefix, prefill
 from tests.tiny_models import FAMILIES, prompt_ids, tiny_model
 
 WINDOW = 8
@@ -73,6 +73,23 @@ def test_every_family_continues_a_whole_prefix(family):
         torch.testing.assert_close(got.values, want.values, rtol=1e-5, atol=1e-5)
 
 
+def test_a_continued_prefix_finds_its_own_value_norms():
+    """A prefix already forked for CriticalKV holds value norms kept for its questions; the longer one built on it
+    selects for CriticalKV as a fresh prefix does."""
+    model = tiny_model("llama")
+    ids, question = prompt_ids(60)[0].tolist(), prompt_ids(6, seed=3)[0].tolist()
+    settings = CompressionSettings(method="criticalkv", window_size=WINDOW, max_capacity_prompt=24)
+    earlier = build(model, ids[:40])
+    kept = []
+    with attached(model), torch.inference_mode():
+        prefill(model, question, earlier.fork(settings), start=40)  # the earlier prefix's norms, for 40 tokens
+        for prefix in (build(model, ids, continuing=earlier.head(40)), build(model, ids)):
+            fork = prefix.fork(settings)
+            prefill(model, question, fork, start=60)
+            kept.append([fork.records[layer].kept_positions for layer in sorted(fork.records)])
+    assert all(torch.equal(a, b) for a, b in zip(*kept, strict=True))
+
+
 def test_heads_that_cannot_be_taken_are_refused():
     model = tiny_model("llama")
     ids = prompt_ids(40)[0].tolist()
@@ -80,12 +97,18 @@ def test_heads_that_cannot_be_taken_are_refused():
     for tokens in (0, 41):
         with pytest.raises(ValueError, match="^" + re.escape(f"a head of {tokens} tokens of a 40-token prefix") + "$"):
             prefix.head(tokens)
-    assert prefix.can_cut and prefix.head(39).get_seq_length() == 39
+    assert prefix.can_cut and prefix.head(39).get_seq_length() == 39 and prefix.head(1).get_seq_length() == 1
     with_sums = build(model, ids, sums=True)
     sliding = build(tiny_model("gemma3_text"), ids)
     for cache in (with_sums, sliding):
         assert not cache.can_cut
-        with pytest.raises(ValueError, match=re.escape(
-                "a prefix with attention sums or sliding-window layers can only be continued whole")):
+        with pytest.raises(ValueError, match="^" + re.escape(
+                "a prefix with attention sums or sliding-window layers can only be continued whole") + "$"):
             cache.head(39)
         assert cache.head(40).get_seq_length() == 40
+    compressed = SnapKVCache(settings=CompressionSettings(method="snapkv", window_size=WINDOW, max_capacity_prompt=24))
+    with attached(model), torch.inference_mode():
+        prefill(model, ids, compressed)
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "only an uncompressed prefix (filled inside deferred()) has a head") + "$"):
+        compressed.head(10)

@@ -203,3 +203,11 @@ def test_window_positions_must_be_the_prefixs_last_ones():
     check_window_positions({"layers.0.window_positions": torch.arange(4)}, 4, 32)  # a prefix shorter than the window
     with pytest.raises(PrefixLayoutMismatch, match=r"^layer 0: wrong window positions$"):
         check_window_positions({"layers.0.window_positions": torch.arange(1, 4)}, 4, 32)
+
+
+def test_a_state_with_a_layer_missing_is_refused():
+    model, prefix = prefix_of("llama")
+    state = prefix.prefix_state()
+    state.layers.pop()
+    with pytest.raises(ValueError):
+        SnapKVCache.from_prefix_state(state, model.config, WINDOW, device="cpu")

@@ -161,3 +161,14 @@ def test_the_applied_settings_name_the_methods_own_choices_and_the_budget_in_tok
     applied = chosen.applied(1000)
     assert applied["layer_budgets"] == "uniform" and applied["head_budgets"] == "shared"
     assert applied["max_capacity_prompt"] == 512 and applied["budget"] == 512 and applied["gqa_aggregation"] == "max"
+
+
+def test_the_command_line_default_is_its_own_where_it_has_one_else_the_library_s(monkeypatch):
+    from snapkv_cli import defaults
+    from snapkv_cli.engine.settings import cli_setting, library_default, with_defaults
+
+    monkeypatch.setattr(defaults, "CLI_DEFAULTS", {"window_size": 16})
+    assert cli_setting("window_size") == 16 != library_default("window_size")
+    assert cli_setting("kernel_size") == library_default("kernel_size") == CompressionSettings().kernel_size
+    assert with_defaults("window {window_size}, kernel {kernel_size}") == (
+        f"window {CompressionSettings().window_size}, kernel {CompressionSettings().kernel_size}")
