@@ -185,3 +185,35 @@ def test_the_report_s_weights_line_and_json_say_what_the_steps_ran(monkeypatch, 
     panel = CliRunner().invoke(cli.app, [*base, "--decode-weights", "bfloat16"])
     assert ("weights float32 (auto: this CPU has no native bfloat16: float32); decode steps: bfloat16 Linear weights, "
             "attention and KV cache float32 (oneDNN on: this CPU has no native bfloat16)") in panel_text(panel.stderr)
+
+
+def test_where_the_path_does_not_apply_it_says_why_and_attach_refuses():
+    """No CPU, no parameters, reduced precision, quantized layers: each reason in words, and the same reason in
+    attach's refusal."""
+    assert dp.why_not(fresh()) is None
+    assert dp.why_not(torch.nn.Module()) == "the model is not on a CPU"
+    assert dp.why_not(fresh().to("meta")) == "the model is not on a CPU"
+    assert dp.why_not(fresh().to(torch.float16)) == "the weights are already float16"
+    quantized = fresh()
+    quantized.hf_quantizer = object()
+    assert dp.why_not(quantized) == "the Linear layers are quantized"
+    with pytest.raises(ValueError) as refused:
+        dp.attach(quantized)
+    assert str(refused.value) == ("bfloat16 decode weights need a float32 model on a CPU: "
+                                  "the Linear layers are quantized")
+
+
+def test_attach_copies_every_linear_layer_once_and_takes_a_forced_kernel_setting():
+    model = fresh()
+    linears = [module for module in model.modules() if isinstance(module, torch.nn.Linear)]
+    path = dp.attach(model, onednn=False)
+    assert path.modules == linears
+    assert path.copied_bytes == sum(module.weight.numel() * 2 for module in linears)  # two bytes a weight
+    assert (path.onednn, path.kernel_reason) == (False, "oneDNN off for one-token steps: asked for")
+    assert dp.attach(model) is path and dp.attached_path(model) is path  # once: the second call finds it
+    on = dp.attach(fresh(), native_bf16="AVX512_BF16", onednn=True)
+    assert (on.onednn, on.kernel_reason) == (True, "oneDNN on for one-token steps: asked for")
+    native = dp.attach(fresh(), native_bf16="AMX_BF16")
+    assert (native.onednn, native.kernel_reason) == dp.onednn_for_decode("AMX_BF16")
+    dp.detach(model)
+    assert dp.attached_path(model) is None and all("forward" not in vars(module) for module in linears)
