@@ -96,3 +96,14 @@ def test_a_decode_weights_variant_is_paired_with_llama_cpp_and_with_the_weights_
 def test_the_table_names_the_vector_extensions_the_llama_cpp_build_used(system_info, expected):
     # two system-info lines as llama-cpp-python 0.3.36 printed them on an AVX2-only host and an AVX-512 one
     assert bench.vector_extensions(system_info) == expected
+
+
+def test_a_run_is_checked_against_its_label_by_the_decode_steps_its_report_names():
+    from tools.peers.llamacpp_bench import ran_as_labelled
+
+    bf16 = "decode steps: bfloat16 Linear weights, attention and KV cache float32 (oneDNN on: ...)"
+    assert ran_as_labelled("same", None)
+    assert not ran_as_labelled("same", bf16)  # labelled "snapkv-cli", ran bfloat16 steps
+    assert ran_as_labelled("bfloat16", bf16)
+    assert not ran_as_labelled("bfloat16", None)
+    assert not ran_as_labelled("bfloat16", "decode steps: the weights as loaded (the model is not on a CPU)")

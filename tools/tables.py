@@ -989,8 +989,9 @@ def decode_weights_facts(path: str) -> dict[str, str]:
     """The llama.cpp peer bench run with ``--decode-weights same bfloat16``: over its lengths, the paired per-round
     ratios of the bfloat16 decoding steps to the weights as loaded (``decode-vs-float32``) and to llama.cpp
     (``decode-vs-llamacpp``, ``prefill-vs-llamacpp``), how many pairs decoded faster than float32 and gave the first
-    token before llama.cpp, the extra peak memory; each tool's decode range per length (``decode-llama.cpp-8000``);
-    the rounds, the load and the machine."""
+    token before llama.cpp, the extra peak memory; per length and thread count each tool's decode range
+    (``decode-llama.cpp-8000-1``) and the bfloat16 steps' decode ratio to llama.cpp (``vs-llamacpp-8000-1``, with
+    its range where there are several rounds); the rounds, the load and the machine."""
     report = _load(path)
     runs = report["runs"]
     fast = llamacpp_bench.snapkv_tool("bfloat16")
@@ -1020,7 +1021,11 @@ def decode_weights_facts(path: str) -> dict[str, str]:
         for tool in ("snapkv-cli", "llama.cpp", fast):
             stats = row[tool]["decode_tokens_per_s"]
             name = {"snapkv-cli": "float32", fast: "bf16"}.get(tool, tool)
-            facts[f"decode-{name}-{row['length']}"] = f"{stats['min']:.1f}-{stats['max']:.1f}"
+            facts[f"decode-{name}-{row['length']}-{row['threads']}"] = f"{stats['min']:.1f}-{stats['max']:.1f}"
+        ratio = row[f"{fast}_over_llamacpp"]["decode_tokens_per_s"]
+        facts[f"vs-llamacpp-{row['length']}-{row['threads']}"] = (
+            f"{_times(ratio['median'])} ({_span(ratio['min'], ratio['max'])})" if ratio["n"] > 1
+            else _times(ratio["median"]))
     return facts | {key: value for key, value in _machine_facts(report["provenance"]).items()
                     if key in ("cpus", "features", "bf16", "commit")}
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from snapkv_cli.bench.provenance import load_average, provenance, run_start, write_result
 from snapkv_cli.generation.options import generation_declarations, generation_default, generation_flag
 
-AS_LOADED = generation_default("decode_weights")  # snapkv-cli's --decode-weights by default: the weights as loaded
+AS_LOADED = "same"  # the --decode-weights value of the weights as loaded: the tool the tables call plain "snapkv-cli"
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 HERE = Path(__file__).resolve().parent
@@ -127,13 +127,26 @@ def snapkv_tool(decode_weights: str) -> str:
     return "snapkv-cli" if decode_weights == AS_LOADED else f"snapkv-cli {flag} {decode_weights}"
 
 
+def ran_as_labelled(decode_weights: str, decode_path: str | None) -> bool:
+    """Whether a run's report (its ``decode_path``) says it ran what ``snapkv_tool(decode_weights)`` calls it: the
+    weights as loaded report no decode path, ``bfloat16`` reports bfloat16 steps; any other value (``auto``) is
+    labelled by its name and is what it reports."""
+    if decode_weights == AS_LOADED:
+        return decode_path is None
+    if decode_weights == "bfloat16":
+        return decode_path is not None and decode_path.startswith("decode steps: bfloat16")
+    return True
+
+
 def run_snapkv(args, document: Path, threads: int, decode_weights: str = AS_LOADED) -> dict:
     command = [str(SNAPKV), "ask", str(document), QUESTION, "--json", "--quiet", "--model", args.model,
-               "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype]
-    if decode_weights != AS_LOADED:
-        command += [generation_flag("decode_weights"), decode_weights]
+               "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype,
+               generation_flag("decode_weights"), decode_weights]
     stdout, wall, rss = run_measured(command, thread_env(threads))
     report = json.loads(stdout)
+    if not ran_as_labelled(decode_weights, report.get("decode_path")):
+        raise RuntimeError(f"{snapkv_tool(decode_weights)} reported decode steps {report.get('decode_path')!r}: "
+                           "not what its label says")
     timings = report["timings"]
     prompt_tokens = report["prompt_tokens"]
     return {"tool": snapkv_tool(decode_weights), "threads": threads, "prompt_tokens": prompt_tokens,
@@ -256,9 +269,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=96)
     parser.add_argument("--dtype", default="auto", help="snapkv-cli's --dtype (default: what users get)")
-    parser.add_argument("--decode-weights", nargs="+", default=[AS_LOADED],
+    parser.add_argument("--decode-weights", nargs="+", default=[generation_default("decode_weights")],
                         choices=list(generation_declarations()["decode_weights"].choices),
-                        help=f"snapkv-cli's --decode-weights, each value run in every round (default: {AS_LOADED})")
+                        help="snapkv-cli's --decode-weights, each value run in every round (default: its own default)")
     parser.add_argument("--llamacpp-venv", default=".venv-llamacpp")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "snapkv-llamacpp-peer")
     parser.add_argument("--json", type=Path, required=True)
