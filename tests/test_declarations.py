@@ -232,3 +232,18 @@ def test_the_declarations_and_the_command_line_load_without_torch():
             "print('torch' in sys.modules, 'transformers' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_commands_own_generation_option_keeps_its_declaration_and_changes_only_what_it_is_given():
+    from snapkv_cli.cli.options import generation_option
+    from snapkv_cli.generation.options import generation_declarations, generation_default
+
+    declared = generation_declarations()["max_new_tokens"]
+    own = generation_option("max_new_tokens")
+    assert (own.default, own.param_decls, own.min, own.envvar) == (
+        generation_default("max_new_tokens"), (declared.flag,), declared.min, declared.envvar)
+    assert own.show_default is True and own.help.startswith(declared.help)
+    changed = generation_option("max_new_tokens", 48, shown="per task", min=2)
+    assert (changed.default, changed.min, changed.show_default, changed.param_decls) == (
+        48, 2, "per task", (declared.flag,))
+    assert generation_option("max_new_tokens", None).default is None

@@ -200,6 +200,18 @@ def test_a_file_name_too_long_for_the_file_system(tmp_path):
     assert "too long" in line and len(line) < 300
 
 
+def test_a_file_name_too_long_and_not_utf8_is_named_with_its_bytes_escaped(tmp_path):
+    from snapkv_cli.paths import refuse_overlong
+
+    raw = os.fsencode(str(tmp_path)) + b"/" + b"caf\xe9" * 80 + b".txt"  # one name of 324 bytes, latin-1
+    with pytest.raises(FileNameTooLong) as info:
+        refuse_overlong(os.fsdecode(raw))
+    assert info.value.name_bytes == 324
+    assert info.value.source == os.fsdecode(os.fsencode(str(tmp_path))) + "/" + "caf\\xe9" * 80 + ".txt"
+    refuse_overlong(tmp_path)  # a path that exists passes, and one missing (another error) is left to the reader
+    refuse_overlong(tmp_path / "missing.txt")
+
+
 def test_a_file_name_that_is_not_utf8(tmp_path):
     raw = os.fsencode(str(tmp_path)) + b"/caf\xe9-notes.txt"  # latin-1 bytes in the name
     with open(raw, "wb") as file:

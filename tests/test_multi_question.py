@@ -588,3 +588,49 @@ def test_chat_prepares_the_prefix_a_one_character_question_uses_even_when_the_do
     assert answer["prompt"]["truncated_document_tokens"] > 0
     assert answer["prefix"] == {"tokens": int(said.group(1)), "source": "memory", "seconds": 0.0,
                                 "extended_tokens": 0}
+
+
+@pytest.mark.parametrize("inputs, options, questions_file, terminal, refusal", [
+    ([], None, None, True, "give a document, or pipe the document in"),
+    (["notes.txt", "a", "b"], None, None, True,
+     "expected DOC and at most one QUESTION, got 3 arguments (quote the question)"),
+    (["notes.txt"], None, None, True, "give a question about notes.txt (QUESTION, --question or --questions FILE)"),
+    ([], None, None, False, "give a question (QUESTION, --question or --questions FILE)"),
+])
+def test_what_is_missing_from_the_arguments_is_said_against_them(monkeypatch, inputs, options, questions_file,
+                                                                   terminal, refusal):
+    import typer
+
+    from snapkv_cli.cli import inputs as reading
+
+    monkeypatch.setattr(reading, "_stdin_is_terminal", lambda: terminal)
+    with pytest.raises(typer.BadParameter) as refused:
+        reading.document_and_questions(inputs, options, questions_file)
+    assert (refused.value.message, refused.value.param_hint) == (refusal, "DOC QUESTION")
+
+
+def test_questions_come_in_order_and_stdin_serves_one_of_document_and_questions(monkeypatch, tmp_path):
+    from snapkv_cli.cli import inputs as reading
+    from snapkv_cli.errors import UserError
+
+    monkeypatch.setattr(reading, "_stdin_is_terminal", lambda: True)  # stdin is not read: DOC "-" is the refusal
+    listed = tmp_path / "questions.txt"
+    listed.write_text("Third?\nFourth?\n", encoding="utf-8")
+    assert reading.document_and_questions(["notes.txt", "First?"], ["Second?"], str(listed)) == (
+        "notes.txt", ["First?", "Second?", "Third?", "Fourth?"])
+    with pytest.raises(UserError) as both:
+        reading.document_and_questions([], None, "-")
+    assert str(both.value) == ("--questions - reads the questions from stdin, so the document cannot come from stdin "
+                               "too: give the document as a file path")
+    with pytest.raises(UserError) as empty:
+        reading.document_and_questions(["notes.txt", "  "])
+    assert str(empty.value) == "a question is empty: every question needs some text"
+
+
+def test_each_answers_report_line_is_one_line_and_json_lines_keep_their_characters(notes, tiny_model_path):
+    base = [notes, "--model", tiny_model_path, *SMALL]
+    text = ok("ask", *base, "-Q", QUESTIONS[0], "-Q", QUESTIONS[1]).stderr
+    line = next(line for line in text.splitlines() if line.startswith("[2/2]"))
+    assert len(line) > 80 and "prefix" in line and " · answer " in line  # not wrapped at the terminal's width
+    lines = ok("ask", *base, "-Q", "Où est le phare ?", "-Q", QUESTIONS[0], "--json", "--quiet").stdout
+    assert '"question": "Où est le phare ?"' in lines  # not \u00f9

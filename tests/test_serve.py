@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from snapkv_cli.cli import app
 from snapkv_cli.cli.options import RUN_OPTIONS, check_run_values
-from snapkv_cli.cli.serve import build
+from snapkv_cli.cli.serve import build, setting_names, settings_for
 from snapkv_cli.errors import UserError
 from snapkv_cli.server.security import is_loopback
 
@@ -379,6 +379,48 @@ def test_past_the_queues_bound_requests_are_refused_with_retry_after_and_none_ac
         assert waiting[0].status_code == 200 and waiting[0].json()["usage"]["completion_tokens"] <= 3
 
 
+# ------------------------------------------------------------------------------------------ options
+
+
+def test_a_request_names_a_setting_by_its_parameter_or_its_flag_with_dashes_or_underscores():
+    names = setting_names()
+    assert names["budget"] == names["max_capacity_prompt"] == names["max-capacity-prompt"] == "max_capacity_prompt"
+    assert names["window"] == names["window_size"] == names["window-size"] == "window_size"
+    assert names["gqa"] == names["gqa_aggregation"] == names["gqa-aggregation"] == "gqa_aggregation"
+    assert names["method"] == "method"
+    assert not any(name.startswith("-") for name in names)
+
+
+def test_a_requests_settings_are_parsed_as_the_command_line_parses_them_over_the_servers_own(tiny_model_path):
+    parse = settings_for(choices(tiny_model_path, window_size=8, max_capacity_prompt=64).values)
+    assert (parse({}).window_size, parse({}).max_capacity_prompt) == (8, 64)
+    settings = parse({"budget": 40, "method": "streamingllm", "window": 16})
+    assert (settings.method, settings.max_capacity_prompt, settings.window_size) == ("streamingllm", 40, 16)
+    assert parse({"max-capacity-prompt": "48"}).max_capacity_prompt == 48
+    with pytest.raises(UserError) as unknown:
+        parse({"methd": "snapkv"})
+    message = str(unknown.value)
+    assert message.startswith("unknown compression setting 'methd': give one of budget, gqa, gqa_aggregation, ")
+    assert message.endswith(", window, window_size") and "window-size" not in message
+
+
+def test_the_server_gets_the_commands_limits_and_says_where_it_listens_once_it_does(tiny_model_path):
+    started = []
+    listener = build(choices(tiny_model_path), port=0, queue=3, keep_mb=1.5, time_limit_s=9.0,
+                     on_started=started.append)
+    context = listener.server.config.app.app.state.context
+    assert (context.queue, context.keep_bytes, context.time_limit_s) == (3, int(1.5 * 2**20), 9.0)
+    assert context.settings_for({"budget": 40}).max_capacity_prompt == 40
+    assert listener.server.config.port == 0 and started == []  # nothing listens before start
+    url = listener.start()
+    try:
+        assert started == [url] and url.startswith("http://127.0.0.1:") and not url.endswith(":0/")
+    finally:
+        listener.stop()
+    defaults = build(choices(tiny_model_path), port=0).server.config.app.app.state.context
+    assert (defaults.queue, defaults.keep_bytes, defaults.time_limit_s) == (8, 2048 * 2**20, None)
+
+
 # ------------------------------------------------------------------------------------------ security
 
 
@@ -402,6 +444,8 @@ def test_a_non_loopback_host_needs_an_api_key(tiny_model_path):
     for key in (None, ""):  # an empty key is no key
         with pytest.raises(UserError, match="set an API key"):
             build(choices(tiny_model_path), host="0.0.0.0", port=0, api_key=key)
+    keyed = build(choices(tiny_model_path), host="0.0.0.0", port=0, api_key=KEY)  # built, never started
+    assert keyed.server.config.host == "0.0.0.0" and keyed.thread is None
     result = CliRunner().invoke(app, ["serve", "--host", "192.168.1.10", "--model", tiny_model_path])
     assert result.exit_code == 1 and result.stderr.startswith("Error: listening on 192.168.1.10 lets other machines")
     assert "Loading" not in result.stderr  # refused before the model loads
