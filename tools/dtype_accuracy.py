@@ -12,7 +12,9 @@ Both runs are the bench's own commands, the same seed, split, tasks, methods and
     done
     .venv/bin/python -m tools.dtype_accuracy docs/results/dtype --reference float32 --candidate bfloat16
 
-Per method label (the full cache included): of the prompts float32 answers right, how many the candidate dtype
+A folder's ``docqa_<dtype>.json`` runs (``--tasks docqa``: questions about real documents) are pooled with its
+``accuracy_<dtype>.json`` runs (and counted apart too). Per method label (the full cache included): of the prompts
+float32 answers right, how many the candidate dtype
 also answers right (retention, with a Wilson 95% interval), how many it gains and loses, and how many answers are
 the same text; per needle cell, whether float32's exact cells are all kept. A pair is made only where both runs
 read the same prompt (same sample seed and prompt length); a run whose prompts differ is refused.
@@ -114,6 +116,11 @@ def summarize(folder: Path, reference: str, candidate: str, niah_reference: list
 
     summary: dict = {"reference": reference, "candidate": candidate}
     accuracy = load("accuracy", reference), load("accuracy", candidate)
+    docqa = load("docqa", reference), load("docqa", candidate)
+    if all(docqa):  # the questions about real documents, a run of their own, pooled with the rest
+        summary["docqa"] = pooled(pair_accuracy(*docqa))
+        accuracy = tuple({"outcomes": [*(run or {}).get("outcomes", []), *questions["outcomes"]]}
+                         for run, questions in zip(accuracy, docqa))
     if all(accuracy):
         rows = pair_accuracy(*accuracy)
         summary["accuracy"] = {"by_label": rows, "pooled": pooled(rows)}

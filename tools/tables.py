@@ -540,6 +540,12 @@ def dtype_retention(folder: str, *niah_reference: str, candidate: str = "bfloat1
                      "not run" if niah_rows is None else
                      f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}"])
     total = summary["accuracy"]["pooled"]
+    if "docqa" in summary:
+        questions = summary["docqa"]
+        rows.append(["of which questions about real documents (docqa)",
+                     f"{questions['kept']} / {questions['reference_correct']}",
+                     _interval(questions["retention_interval"]), f"+{questions['gained']} -{questions['lost']}", "",
+                     ""])
     rows.append(["all", f"{total['kept']} / {total['reference_correct']} ({100 * total['retention']:.1f}%)",
                  _interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
                  "not run" if niah_rows is None else f"{summary['niah']['lost_cells']} lost"])
@@ -552,6 +558,16 @@ def decode_weights_retention(folder: str, *niah_reference: str) -> str:
     float32's right answers and exact needle cells, paired as :func:`dtype_retention`."""
     return dtype_retention(folder, *niah_reference, candidate="decode-bf16",
                            header="float32's right answers kept with bfloat16 decoding steps")
+
+
+def decode_weights_retention_facts(folder: str) -> dict[str, str]:
+    """The bfloat16 decoding steps' pooled retention of float32's right answers (the folder's ``decode-bf16`` runs):
+    ``kept`` ("46 of 48"), ``share``, ``lost``, ``gained``, and how many answers were the same text (``identical``)."""
+    summary = dtype_accuracy.summarize(DOCS / folder, "float32", "decode-bf16")
+    total, rows = summary["accuracy"]["pooled"], summary["accuracy"]["by_label"].values()
+    return {"kept": f"{total['kept']} of {total['reference_correct']}", "share": f"{100 * total['retention']:.1f}%",
+            "lost": str(total["lost"]), "gained": str(total["gained"]),
+            "identical": f"{sum(row['same_answer'] for row in rows)} of {sum(row['pairs'] for row in rows)}"}
 
 
 def default_rule_table(folder: str) -> str:
@@ -1255,6 +1271,7 @@ FACTS = {
     "decode-profile": decode_profile_facts,
     "llamacpp": llamacpp_facts,
     "decode-weights": decode_weights_facts,
+    "decode-weights-retention": decode_weights_retention_facts,
     "kernel-probe": kernel_probe_facts,
     "compiled-probe": kernel_probe_facts,
     "decode-step-profile": decode_step_profile_facts,
