@@ -646,7 +646,9 @@ def weight_dtype_table(path: str) -> str:
 KERNEL_VARIANTS = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
                    "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x"}
 COMPILED_VARIANTS = {"float32": "float32", "bf16": "bf16", "float32_compiled": "float32, compiled",
-                     "bf16_compiled": "bf16, compiled", "float32_autotune": "float32, compiled, max-autotune"}
+                     "bf16_compiled": "bf16, compiled", "float32_autotune": "float32, compiled, max-autotune",
+                     "float32_autotune_unfrozen": "float32, max-autotune, not frozen",
+                     "float32_cpp_template": "float32, C++ template only"}
 
 
 def kernel_probe_table(path: str) -> str:
