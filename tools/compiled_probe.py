@@ -30,8 +30,15 @@ from __future__ import annotations
 from tools.kernel_probe import probe, start_probe, write_probe
 
 SHAPES = ((49152, 576), (262144, 640))  # (rows, columns): the default model's and gemma3-270m's output projections
-VARIANTS = ("float32", "bf16", "float32_compiled", "bf16_compiled", "float32_autotune", "float32_autotune_unfrozen",
-            "float32_cpp_template")
+EAGER = ("float32", "bf16")
+# each compiled variant: (the eager variant it compiles, torch.compile's options, inductor's settings)
+AUTOTUNE = {"mode": "max-autotune-no-cudagraphs"}
+COMPILED = {"float32_compiled": ("float32", {}, {"freezing": True}),
+            "bf16_compiled": ("bf16", {}, {"freezing": True}),
+            "float32_autotune": ("float32", AUTOTUNE, {"freezing": True}),
+            "float32_autotune_unfrozen": ("float32", AUTOTUNE, {"freezing": False}),
+            "float32_cpp_template": ("float32", AUTOTUNE, {"freezing": True, "max_autotune_gemm_backends": "CPP"})}
+VARIANTS = (*EAGER, *COMPILED)
 
 
 def make_calls(rows: int, k: int, variants: tuple[str, ...] = VARIANTS) -> tuple[dict, dict[str, str]]:
@@ -49,23 +56,17 @@ def make_calls(rows: int, k: int, variants: tuple[str, ...] = VARIANTS) -> tuple
         layer16.weight.copy_(layer.weight)
     x16 = x.to(torch.bfloat16)
     inputs = {"float32": (layer, x), "bf16": (layer16, x16)}
-    autotune = {"mode": "max-autotune-no-cudagraphs"}
-    compiled = {"float32_compiled": ("float32", {}, True), "bf16_compiled": ("bf16", {}, True),
-                "float32_autotune": ("float32", autotune, True),
-                "float32_autotune_unfrozen": ("float32", autotune, False),
-                "float32_cpp_template": ("float32", autotune, "CPP")}
     calls, failed = {}, {}
     for name in variants:
         if name in inputs:
             module, argument = inputs[name]
             calls[name] = _call(module, argument)
             continue
-        base, options, freezing = compiled[name]
+        base, options, settings = COMPILED[name]
         module, argument = inputs[base]
         try:
             # no cache: each variant autotunes afresh (a cached choice for the shape would carry over between them)
-            backends = {"max_autotune_gemm_backends": freezing} if isinstance(freezing, str) else {}
-            with torch._inductor.config.patch(freezing=bool(freezing), force_disable_caches=True, **backends):
+            with torch._inductor.config.patch(force_disable_caches=True, **settings):
                 function = torch.compile(module.eval(), **options)
                 with torch.no_grad():
                     function(argument)  # compiles
@@ -83,9 +84,6 @@ def _call(function, argument):
         with torch.no_grad():
             return function(argument)
     return call
-
-
-EAGER = ("float32", "bf16")
 
 
 def measure_one(rows: int, k: int, variant: str, rounds: int, calls: int) -> dict:
@@ -113,7 +111,7 @@ def main() -> None:
     for rows, k in SHAPES:
         label = f"1x{k} @ {rows}x{k}.T"
         results[label], failures[label] = {}, {}
-        for variant in VARIANTS[len(EAGER):]:  # each compiled variant in a fresh process, with the eager ones
+        for variant in COMPILED:  # each compiled variant in a fresh process, with the eager ones
             out = subprocess.run([sys.executable, "-m", "tools.compiled_probe", "--child", str(rows), str(k), variant,
                                   str(args.rounds), str(args.calls), str(args.threads)],
                                  capture_output=True, text=True, check=True).stdout
