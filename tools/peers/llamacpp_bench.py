@@ -129,13 +129,10 @@ def snapkv_tool(decode_weights: str) -> str:
 
 def ran_as_labelled(decode_weights: str, decode_path: str | None) -> bool:
     """Whether a run's report (its ``decode_path``) says it ran what ``snapkv_tool(decode_weights)`` calls it: the
-    weights as loaded report no decode path, ``bfloat16`` reports bfloat16 steps; any other value (``auto``) is
-    labelled by its name and is what it reports."""
+    weights as loaded report no decode path, ``bfloat16`` reports bfloat16 steps."""
     if decode_weights == AS_LOADED:
         return decode_path is None
-    if decode_weights == "bfloat16":
-        return decode_path is not None and decode_path.startswith("decode steps: bfloat16")
-    return True
+    return decode_path is not None and decode_path.startswith(f"decode steps: {decode_weights}")
 
 
 def run_snapkv(args, document: Path, threads: int, decode_weights: str = AS_LOADED) -> dict:
