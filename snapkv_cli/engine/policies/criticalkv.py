@@ -79,9 +79,9 @@ def second_stage(prefix_scores: torch.Tensor, values: torch.Tensor, weights: tor
     """(batch, kv_heads, positions) float32: ``(score + epsilon) * ||W_o v||_1`` where it was computed, -inf elsewhere.
 
     Only what decides the top ``counts[b, h]`` eligible positions of each head is computed: positions are visited in
-    decreasing order of a cheap upper bound (the score times :func:`projected_value_norm_bounds`), and visiting stops
-    once the next bound cannot beat the ``counts``-th best exact value found, so the top ``counts`` by exact value are
-    the same as if every position had been computed. prefix_scores, eligible: (batch, kv_heads, positions); values:
+    decreasing order of a cheap upper bound (the score times :func:`projected_value_norm_bounds`), each round up to
+    the last one whose bound beats the ``counts``-th best exact value found so far, and visiting stops once the next
+    bound cannot, so the top ``counts`` by exact value are the same as if every position had been computed. prefix_scores, eligible: (batch, kv_heads, positions); values:
     (batch, kv_heads, positions, head_dim); counts: (batch, kv_heads).
 
     known_norms: (batch, kv_heads, <= positions) the norms of a shared prefix's first positions that earlier questions
@@ -110,9 +110,11 @@ def second_stage(prefix_scores: torch.Tensor, values: torch.Tensor, weights: tor
                 exact[b, h, visit] = weighted_scores[b, h, visit] * norms
                 done = size
                 kth = exact[b, h].topk(need).values[-1]
-                if done >= available or bool(upper[b, h, order[done]] <= kth):
+                # only a position whose bound beats the kth best exact value so far can still enter the top: those
+                # lead the order (``kth`` only rises, so the next round may find fewer still needed)
+                size = int((upper[b, h] > kth).sum())
+                if size <= done:
                     break
-                size = min(available, 2 * size)
     return exact
 
 
