@@ -95,13 +95,14 @@ def replay_selection(captured: list, settings) -> tuple[float, list]:
     from snapkv_cli.engine.compression import compress_layer
     from snapkv_cli.engine.pending import PendingLayer
     from snapkv_cli.engine.policies import POLICIES
-    from snapkv_cli.engine.threads import one_cpu_thread
+    from snapkv_cli.engine.threads import SelectionThreads
 
     policy = POLICIES[settings.method](settings)
+    threads = SelectionThreads()
     seconds, kept = 0.0, []
     for layer_idx, chunk, keys, values in captured:
         started = time.perf_counter()
-        with one_cpu_thread(keys.device):
+        with threads.step(keys.device, compresses=True):
             pending = PendingLayer()
             pending.absorb(chunk, keys, settings, policy.accumulates_attention)
             record, _ = compress_layer(policy, types.SimpleNamespace(), layer_idx, chunk.module, keys, values,

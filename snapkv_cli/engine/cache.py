@@ -29,7 +29,7 @@ from .prefix_norms import PrefixValueNorms
 from .prefix_state import PrefixLayer, PrefixState
 from .records import LayerRecord, longest_prompt, summarize, uncompressed_record
 from .settings import CompressionSettings
-from .threads import one_cpu_thread
+from .threads import SelectionThreads
 
 
 class SnapKVCache(DynamicCache):
@@ -81,6 +81,7 @@ class SnapKVCache(DynamicCache):
         self._masks: dict[int, CompressedLayerMask] = {}  # compressed layers that need a mask of their own
         self._unpadded = CompressedLayerMask()  # the all-zero decoding mask every unpadded layer may share
         self.selection_seconds = 0.0  # time spent on window queries, scoring and gathering (not synchronized)
+        self.selection_threads = SelectionThreads()
         # (prompt_length,) int64 word of each prompt token, on the model's device: needed with settings.whole_words
         # (generation sets it; the policy gets it in each layer's context)
         self.word_ids: torch.Tensor | None = None
@@ -158,7 +159,7 @@ class SnapKVCache(DynamicCache):
                                                               chunk.start + chunk.length, sliding=True)
             return keys, values
         started = time.perf_counter()
-        with one_cpu_thread(keys.device):
+        with self.selection_threads.step(keys.device, compresses=not self._deferring):
             pending = self.pending.setdefault(layer_idx, PendingLayer())
             pending.absorb(chunk, keys, self.settings, self.accumulate_attention)
             if not self._deferring:

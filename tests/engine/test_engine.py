@@ -402,7 +402,9 @@ def test_selection_time_is_measured_inside_the_prefill():
     assert 0 < cache.selection_seconds < wall
 
 
-def test_selection_runs_on_one_cpu_thread_and_the_model_keeps_its_threads(monkeypatch):
+def test_selection_steps_run_on_the_trial_thread_counts_and_the_model_keeps_its_threads(monkeypatch):
+    """The first compressing steps are the thread trial (one, the caller's, the caller's: three layers here);
+    the attention always runs on the caller's threads."""
     from snapkv_cli.engine.policies.defensivekv import DefensiveKVPolicy
 
     model = prepare(tiny_model("llama"))
@@ -423,7 +425,8 @@ def test_selection_runs_on_one_cpu_thread_and_the_model_keeps_its_threads(monkey
         torch.set_num_threads(threads)
         for handle in handles:
             handle.remove()
-    assert during_selection == [1, 1, 1] and during_attention == [2, 2, 2]
+    assert during_selection == [1, 2, 2] and during_attention == [2, 2, 2]
+    assert cache.selection_threads.trials == 3 and cache.selection_threads.use_caller is None
     assert all(cache.layers[i].keys.shape[2] < 64 for i in range(3))  # and it compressed
 
 
