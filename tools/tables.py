@@ -689,6 +689,41 @@ def decode_step_profile_table(path: str) -> str:
     return _table((["op (ms per step)", *profiles], rows))
 
 
+def selection_threads_table(path: str) -> str:
+    """``tools/selection_threads.py``: the default method's whole selection step per way of choosing its threads,
+    idle and with busy jobs beside it: seconds per round, what it ran on, and whether it kept the same positions."""
+    report = _load(path)
+    cells: dict[tuple[int, str], list[dict]] = {}
+    for run in report["runs"]:
+        cells.setdefault((run["busy_jobs"], run["mode"]), []).append(run)
+    rows = [[f"{busy} busy one-thread jobs" if busy else "idle", mode,
+             ", ".join(f"{run['selection_s']:.2f}" for run in runs),
+             ", ".join(sorted({run["ran_on"] for run in runs})),
+             "yes" if all(run["same_kept"] for run in runs) else "no"]
+            for (busy, mode), runs in cells.items()]
+    return _table((["CPU", "threads", "seconds, each round", "ran on", "same kept positions"], rows))
+
+
+def compiled_decode_table(path: str) -> str:
+    """``tools/compiled_decode_probe.py``: per compiled variant and inductor cache, its compile time, step times
+    (median of the rounds) next to the eager steps of the same process, its speed against the eager bfloat16 steps
+    (median, min-max of the rounds) and whether it chose the eager steps' tokens."""
+    import statistics
+
+    report = _load(path)
+    rows = []
+    for run in report["runs"]:
+        variant = run["variant"]
+        median = {name: statistics.median(r[name] for r in run["rounds"]) for name in ("float32", "bf16", variant)}
+        ratios = [r[f"{variant}_vs_bf16"] for r in run["rounds"]]
+        rows.append([f"`{variant}`", run["inductor_cache"], f"{run['compile_s']:.0f} s",
+                     f"{median['float32']:.1f}", f"{median['bf16']:.1f}", f"{median[variant]:.1f}",
+                     f"{_times(statistics.median(ratios))} ({_span(min(ratios), max(ratios))})",
+                     "yes" if run["same_tokens_as_eager"] else "no"])
+    return _table((["compiled variant", "inductor cache", "compiling", "eager float32 ms", "eager bf16 ms",
+                    "compiled ms", "vs eager bf16", "same tokens"], rows))
+
+
 def methods_table() -> str:
     """The README's table of methods, from the method registry (:mod:`snapkv_cli.engine.methods`)."""
     from snapkv_cli.engine.methods import METHODS
@@ -1321,6 +1356,8 @@ GENERATORS = {
     "compiled-probe": kernel_probe_table,
     "decode-step-profile": decode_step_profile_table,
     "selection-cost": selection_cost,
+    "selection-threads": selection_threads_table,
+    "compiled-decode": compiled_decode_table,
     "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
     # docs/testing.md: what each mutation group mutates and which tests it runs, from tools/mutation.py
