@@ -8,7 +8,10 @@ float32 is taken within the same round. Variants:
 - ``bf16_onednn``: bfloat16 weight and activation, torch's default dispatch (oneDNN where torch uses it);
 - ``bf16_no_onednn``: the same under ``torch.backends.mkldnn.flags(enabled=False)`` (torch's own bf16 kernels);
 - ``int8_bf16``: ``torch.ops.aten._weight_int8pack_mm`` (int8 weight, one scale per output row), bf16 activations;
-- ``int8_f32``: the same operator with float32 activations.
+- ``int8_f32``: the same operator with float32 activations;
+- ``int4_bf16``, ``int4_f32``: ``torch.ops.aten._weight_int4pack_mm_for_cpu`` (4-bit weight packed by
+  ``_convert_weight_to_int4pack_for_cpu``, a scale and offset per group of :data:`INT4_GROUP` columns of a row),
+  with bfloat16 and float32 activations: a quarter of bfloat16's bytes.
 
 The JSON records the CPU's vector features (``/proc/cpuinfo``) and the load average before and after, with the
 rest of the provenance.
@@ -32,7 +35,8 @@ PREFILL_SHAPES = ((512, 1536, 576), (512, 576, 576), (2048, 1536, 576))
 # the small matrices again, cycling over distinct copies (about 220 MB in float32, far past the 32 MB L3 measured
 # here): in a decode step the weights stream from memory, while one matrix called again stays in the cache
 COLD_SHAPES = ((1536, 576, 64), (576, 576, 160))
-DECODE_VARIANTS = ("float32", "bf16_onednn", "bf16_no_onednn", "int8_bf16", "int8_f32")
+DECODE_VARIANTS = ("float32", "bf16_onednn", "bf16_no_onednn", "int8_bf16", "int8_f32", "int4_bf16", "int4_f32")
+INT4_GROUP = 32  # columns sharing one scale and offset (llama.cpp's Q4_1 blocks are 32 wide too)
 PREFILL_VARIANTS = ("float32", "bf16_onednn", "bf16_no_onednn")
 
 
@@ -42,6 +46,20 @@ def _quantize_rows(weight):
     scales = weight.abs().amax(dim=1).clamp(min=1e-8) / 127.0
     q = torch.round(weight / scales[:, None]).clamp(-127, 127).to(torch.int8)
     return q, scales
+
+
+def _quantize_groups(weight):
+    """``weight`` (rows x k) as 4-bit codes 0-15 packed for the CPU's int4 op, and its (k / group, rows, 2) scales
+    and offsets: a value is ``(code - 8) * scale + offset``, min-max per group of :data:`INT4_GROUP` columns."""
+    import torch
+
+    rows, k = weight.shape
+    groups = weight.view(rows, k // INT4_GROUP, INT4_GROUP)
+    low, high = groups.amin(dim=-1), groups.amax(dim=-1)
+    scales = ((high - low) / 15).clamp(min=1e-8)
+    codes = ((groups - low[..., None]) / scales[..., None]).round().clamp(0, 15).to(torch.int32).view(rows, k)
+    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
+    return packed, torch.stack([scales.t(), (low + 8 * scales).t()], dim=-1).contiguous()
 
 
 def make_calls(rows: int, k: int, m: int, variants: tuple[str, ...], copies: int = 1) -> dict:
@@ -79,6 +97,12 @@ def make_calls(rows: int, k: int, m: int, variants: tuple[str, ...], copies: int
         p16 = [(q, s.to(torch.bfloat16)) for q, s in packed]
         calls["int8_bf16"] = cycled(p16, lambda p: torch.ops.aten._weight_int8pack_mm(x16, p[0], p[1]))
         calls["int8_f32"] = cycled(packed, lambda p: torch.ops.aten._weight_int8pack_mm(x, p[0], p[1]))
+    if {"int4_bf16", "int4_f32"} & set(variants):
+        packed4 = [_quantize_groups(w) for w in weights]
+        calls["int4_bf16"] = cycled([(q, z.to(torch.bfloat16)) for q, z in packed4], lambda p: torch.ops.aten.
+                                    _weight_int4pack_mm_for_cpu(x16, p[0], INT4_GROUP, p[1]))
+        calls["int4_f32"] = cycled(packed4, lambda p: torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x, p[0], INT4_GROUP, p[1]))
     return {name: calls[name] for name in variants}
 
 

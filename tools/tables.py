@@ -644,7 +644,8 @@ def weight_dtype_table(path: str) -> str:
 
 
 KERNEL_VARIANTS = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
-                   "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x"}
+                   "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x", "int4_bf16": "int4 op, bf16 x",
+                   "int4_f32": "int4 op, float32 x"}
 COMPILED_VARIANTS = {"float32": "float32", "bf16": "bf16", "float32_compiled": "float32, compiled",
                      "bf16_compiled": "bf16, compiled", "float32_autotune": "float32, compiled, max-autotune",
                      "float32_autotune_unfrozen": "float32, max-autotune, not frozen",
@@ -1086,7 +1087,15 @@ def decode_weights_facts(path: str) -> dict[str, str]:
 def kernel_probe_facts(path: str) -> dict[str, str]:
     """``tools/kernel_probe.py``: where it ran (CPUs, vector features, bfloat16, torch, threads, load), its rounds."""
     report = _load(path)
-    return {"rounds": str(report["args"]["rounds"]), **_machine_facts(report["provenance"])}
+    facts = {"rounds": str(report["args"]["rounds"]), **_machine_facts(report["provenance"])}
+    gemma = report["decode"].get("1x640 @ 262144x640.T", {})
+    if "int4_bf16" in gemma:  # runs from before the int4 columns have none
+        ms = {name: row["ms_median"] for name, row in gemma.items()}
+        facts["int4-gemma"] = (
+            f"On gemma3-270m's 262,144 x 640 output projection it took {ms['int4_bf16']:.3g} ms with bfloat16 "
+            f"activations, against {min(ms['bf16_onednn'], ms['bf16_no_onednn']):.3g} ms for the faster bfloat16 "
+            f"kernel and {ms['float32']:.3g} ms in float32 ({ms['int4_f32']:.3g} ms with float32 activations).")
+    return facts
 
 
 def _decode_step_summary(rounds: list[dict]) -> dict:
