@@ -310,7 +310,7 @@ methodstimingdefault() {  # the CLI's default method beside SnapKV, as methodsti
 
 selectioncost() {  # every method's selection against its one-pass prefill, 2k-8k tokens, 1 and 2 threads; -Q questions
   echo "[$(date -u +%H:%M:%S)] tools/selection_cost.py" >&2
-  flock "$lock" python -m tools.selection_cost --rounds 3 --out "$out/selection_cost.json.partial"
+  flock "$lock" python -m tools.selection_cost --rounds 1 --out "$out/selection_cost.json.partial"
   mv "$out/selection_cost.json.partial" "$out/selection_cost.json"
 }
 

@@ -58,11 +58,14 @@ def test_one_thread_stays_unless_the_caller_s_threads_are_clearly_faster(monkeyp
     assert chooser.use_caller is False
 
 
-def test_just_under_the_margin_is_clearly_faster(monkeypatch, two_threads):
+def test_just_under_the_margin_is_clearly_faster_and_at_it_is_not(monkeypatch, two_threads):
     assert CLEARLY_FASTER == 0.9  # (0.91 above: just over it is not)
     clock, chooser = Clock(monkeypatch, one=1.0, caller=0.89), SelectionThreads()
     run_steps(chooser, clock, 4)
     assert chooser.use_caller is True
+    clock, chooser = Clock(monkeypatch, one=1.25, caller=1.125), SelectionThreads()  # exact binary fractions
+    run_steps(chooser, clock, 4)
+    assert chooser.seconds == {False: 2.5, True: 2.25} and chooser.use_caller is False
 
 
 def test_steps_that_only_gather_run_on_one_thread_and_do_not_count(monkeypatch, two_threads):
