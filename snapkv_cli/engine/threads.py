@@ -7,8 +7,8 @@ thread pays. Measured on the default model's captured layers (the default method
 docs/decisions/2026-12-02-selection-on-one-thread.md and docs/decisions/2026-12-05-selection-threads.md):
 
 - at 2,048 tokens with two one-thread jobs beside it, the whole step took 8.5-11.0 s on two threads, 1.5-2.0 s on one;
-- at 8,192 tokens, idle: 1.13-1.33 s on two threads, 1.77-2.26 s on one; with two one-thread jobs beside it: 6.2-6.4 s
-  on two, 3.0-3.2 s on one.
+- at 8,192 tokens, idle: 1.20-1.50 s on two threads, 1.80-2.09 s on one; with two one-thread jobs beside it:
+  6.6-47.4 s on two, 2.7-3.4 s on one.
 
 Which case holds is not known before the prefill and can change while a program runs (a server, a chat), so each
 prefill measures it: its first compressing steps alternate one thread and the caller's (one, caller's, caller's,

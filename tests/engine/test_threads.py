@@ -93,7 +93,7 @@ def test_one_thread_callers_and_other_devices_are_left_alone(monkeypatch):
 
 def test_a_failing_step_restores_the_count_and_is_no_trial(monkeypatch, two_threads):
     chooser = SelectionThreads()
-    with pytest.raises(RuntimeError, match="^boom$"), chooser.step(CPU, compresses=True):
+    with pytest.raises(RuntimeError, match=r"^boom$"), chooser.step(CPU, compresses=True):
         assert torch.get_num_threads() == 1
         raise RuntimeError("boom")
     assert torch.get_num_threads() == 2 and chooser.trials == 0

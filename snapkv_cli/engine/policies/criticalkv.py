@@ -81,8 +81,9 @@ def second_stage(prefix_scores: torch.Tensor, values: torch.Tensor, weights: tor
     Only what decides the top ``counts[b, h]`` eligible positions of each head is computed: positions are visited in
     decreasing order of a cheap upper bound (the score times :func:`projected_value_norm_bounds`), each round up to
     the last one whose bound beats the ``counts``-th best exact value found so far, and visiting stops once the next
-    bound cannot, so the top ``counts`` by exact value are the same as if every position had been computed. prefix_scores, eligible: (batch, kv_heads, positions); values:
-    (batch, kv_heads, positions, head_dim); counts: (batch, kv_heads).
+    bound cannot, so the top ``counts`` by exact value are the same as if every position had been computed.
+    prefix_scores, eligible: (batch, kv_heads, positions); values: (batch, kv_heads, positions, head_dim); counts:
+    (batch, kv_heads).
 
     known_norms: (batch, kv_heads, <= positions) the norms of a shared prefix's first positions that earlier questions
     on it computed (:class:`~snapkv_cli.engine.prefix_norms.PrefixValueNorms`; NaN where none did): a visited position
