@@ -122,10 +122,6 @@ def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> d
             "decode_path": path.describe()}
 
 
-def spread(values: list[float]) -> dict:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":  # --child LENGTH THREADS VARIANT ROUNDS STEPS
         length, threads, variant, rounds, steps = sys.argv[2:7]
@@ -139,6 +135,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     from snapkv_cli.bench.provenance import provenance, run_start, write_result
+
+    from .selection_cost import spread
 
     start = run_start()
     runs = []
