@@ -10,8 +10,10 @@ hides the slots not written yet. Variants, each step fed the token its own last 
 
 - ``float32``, ``bf16``: what ``snapkv ask`` runs, eager, with the weights as loaded and with
   ``--decode-weights bfloat16`` (the project's cache, the model prepared as the CLI prepares it);
-- ``static_float32``, ``static_bf16``: the same model and decode path on the static copy, compiled
-  (``torch.compile(model)``, inductor's freezing on: the weights are constants of the graph).
+- ``static_float32_frozen``, ``static_bf16_frozen``: the same model and decode path on the static copy, compiled
+  (``torch.compile(model)``) with inductor's freezing on: the weights are constants of the graph, which lets
+  inductor prepack them;
+- ``static_bf16``: the same without freezing (the weights are inputs of the graph).
 
 Each compiled variant runs in a process of its own (one compilation per process) beside the two eager ones, in turn
 within a round (the order turning with the rounds), ``--rounds`` rounds of ``--steps`` steps; a variant's step time
@@ -39,8 +41,11 @@ import time
 from pathlib import Path
 
 EAGER = ("float32", "bf16")
-COMPILED = {"static_float32": "float32", "static_bf16": "bf16"}  # compiled variant: the eager one it compiles
-RUNS = (("static_float32", "cold"), ("static_bf16", "cold"), ("static_bf16", "warm"))
+# compiled variant: (the eager variant it compiles, inductor's freezing)
+COMPILED = {"static_float32_frozen": ("float32", True), "static_bf16_frozen": ("bf16", True),
+            "static_bf16": ("bf16", False)}
+RUNS = (("static_float32_frozen", "cold"), ("static_bf16_frozen", "cold"), ("static_bf16", "cold"),
+        ("static_bf16", "warm"))
 TOKENS_KEPT = 24  # tokens of each variant's first round compared and recorded
 
 
@@ -70,8 +75,8 @@ def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> d
         for index, layer in enumerate(cache.layers):
             static.layers[index].update(layer.keys.clone(), layer.values.clone())
         path = attach(model)
-        base = COMPILED[variant]
-        compiled = torch.compile(model)  # compiled at its first call, below, under inductor's freezing
+        base, freezing = COMPILED[variant]
+        compiled = torch.compile(model)  # compiled at its first call, below, with the variant's freezing
         # the eager variants continue the project's cache in turn (as tools/decode_step_profile does), the compiled
         # one its static copy; each is fed the token its own last step chose
         state = {name: {"token": first, "done": 0, "tokens": []} for name in (*EAGER, variant)}
@@ -91,7 +96,7 @@ def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> d
             now["tokens"].append(now["token"])
 
         began = time.perf_counter()
-        with torch._inductor.config.patch(freezing=True):
+        with torch._inductor.config.patch(freezing=freezing):
             step(variant)  # compiles
         compile_s = time.perf_counter() - began
         for _ in range(TOKENS_KEPT - 1):
@@ -117,9 +122,9 @@ def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> d
                              | {f"{variant}_vs_bf16": round(times["bf16"] / times[variant], 3)})
             print(f"round {round_index + 1}: " + ", ".join(f"{name} {1000 * times[name]:.1f} ms"
                                                            for name in (*EAGER, variant)), flush=True)
-    return {"variant": variant, "compiles": base, "compile_s": round(compile_s, 1), "kept_tokens": kept_tokens,
-            "prompt_tokens": len(ids), "rounds": per_round, "tokens": tokens, "same_tokens_as_eager": same_tokens,
-            "decode_path": path.describe()}
+    return {"variant": variant, "compiles": base, "frozen": freezing, "compile_s": round(compile_s, 1),
+            "kept_tokens": kept_tokens, "prompt_tokens": len(ids), "rounds": per_round, "tokens": tokens,
+            "same_tokens_as_eager": same_tokens, "decode_path": path.describe()}
 
 
 def main() -> None:
