@@ -1,5 +1,5 @@
-"""A whole decoding step compiled as one graph (``torch.compile``, inductor, weights frozen) against the eager steps
-snapkv-cli runs, on the default model's compressed cache.
+"""A whole decoding step compiled as one graph (``torch.compile``, inductor, weights frozen or not) against the eager
+steps snapkv-cli runs, on the default model's compressed cache.
 
 A compiled step needs fixed shapes, which the project's cache (its layers grow by a token a step) does not have. So
 after the prefill (the CLI's default method, budget 1024: every layer and KV head keeps the same number of tokens)

@@ -87,9 +87,10 @@ def capturing_prefill(model, ids: list[int], settings, capture: bool = False):
     return cache, time.perf_counter() - started
 
 
-def replay_selection(captured: list, settings) -> tuple[float, list]:
+def replay_selection(captured: list, settings, threads=None) -> tuple[float, list]:
     """Seconds of the code the cache times as ``selection_s`` (window queries, then ``compress_layer``), run with
-    ``settings`` on every captured layer, and each layer's kept positions."""
+    ``settings`` on every captured layer, and each layer's kept positions. ``threads``: the
+    :class:`~snapkv_cli.engine.threads.SelectionThreads` the steps run under (default: a fresh one, as a cache's)."""
     import types
 
     from snapkv_cli.engine.compression import compress_layer
@@ -98,7 +99,7 @@ def replay_selection(captured: list, settings) -> tuple[float, list]:
     from snapkv_cli.engine.threads import SelectionThreads
 
     policy = POLICIES[settings.method](settings)
-    threads = SelectionThreads()
+    threads = threads or SelectionThreads()
     seconds, kept = 0.0, []
     for layer_idx, chunk, keys, values in captured:
         started = time.perf_counter()

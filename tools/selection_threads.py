@@ -37,22 +37,13 @@ def main() -> None:
     start = run_start()
     import torch
 
-    import snapkv_cli.engine.threads as threads_module
     from snapkv_cli.bench.grid import MethodGrid, default_label
     from snapkv_cli.bench.speed import prose_ids
     from snapkv_cli.engine import prepare
+    from snapkv_cli.engine.threads import SelectionThreads
 
     from .selection_cost import _load, capturing_prefill, replay_selection
 
-    made, forced = [], {"use_caller": None}
-
-    class Choosing(threads_module.SelectionThreads):  # the cache's chooser, made to record itself or decide early
-        def __init__(self):
-            super().__init__()
-            self.use_caller = forced["use_caller"]
-            made.append(self)
-
-    threads_module.SelectionThreads = Choosing
     loaded = _load("float32", args.threads)
     prepare(loaded.model)
     ids = prose_ids(loaded.tokenizer, args.length)
@@ -67,10 +58,10 @@ def main() -> None:
                 try:
                     time.sleep(0.5)
                     for mode, use_caller in MODES.items():
-                        forced["use_caller"] = use_caller
-                        seconds, kept = replay_selection(full.captured, settings)
+                        chooser = SelectionThreads()
+                        chooser.use_caller = use_caller  # decided beforehand, or (None) by its own trial
+                        seconds, kept = replay_selection(full.captured, settings, chooser)
                         first = first or kept
-                        chooser = made[-1]
                         runs.append({"round": round_index, "busy_jobs": busy, "mode": mode,
                                      "selection_s": round(seconds, 3),
                                      "ran_on": "caller's threads" if chooser.use_caller else "one thread",
