@@ -158,12 +158,13 @@ def test_the_path_says_what_ran_and_why_and_where_it_does_not_apply():
 def test_the_option_s_values_come_from_its_declaration_and_are_checked_before_a_model_loads():
     assert GenerationOptions().decode_weights == GenerationOptions(decode_weights=" Same").decode_weights == "same"
     assert GenerationOptions(decode_weights="BF16").decode_weights == "bfloat16"  # an alias, in any case
-    with pytest.raises(InvalidValue, match="decode_weights must be same or bfloat16, got 'float16'"):
+    assert GenerationOptions(decode_weights="INT4").decode_weights == "int4"
+    with pytest.raises(InvalidValue, match="decode_weights must be same, bfloat16 or int4, got 'float16'"):
         GenerationOptions(decode_weights="float16")
-    result = CliRunner().invoke(cli.app, ["ask", "-", "Who?", "--decode-weights", "int4"], input="text")
-    assert_user_error(result, "--decode-weights must be same or bfloat16, got 'int4'")
-    bench = CliRunner().invoke(cli.app, ["bench", "speed", "--decode-weights", "int4"])
-    assert_user_error(bench, "--decode-weights must be same or bfloat16, got 'int4'")
+    result = CliRunner().invoke(cli.app, ["ask", "-", "Who?", "--decode-weights", "int8"], input="text")
+    assert_user_error(result, "--decode-weights must be same, bfloat16 or int4, got 'int8'")
+    bench = CliRunner().invoke(cli.app, ["bench", "speed", "--decode-weights", "int8"])
+    assert_user_error(bench, "--decode-weights must be same, bfloat16 or int4, got 'int8'")
 
 
 def test_the_report_s_weights_line_and_json_say_what_the_steps_ran(monkeypatch, tmp_path):

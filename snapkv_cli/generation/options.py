@@ -101,9 +101,9 @@ class GenerationOptions:
     of that many tokens to bound activation memory; the selection stays exact; None is one pass),
     ``stop_strings``: the answer ends before the first of these (after its first visible character; a base
     model's rule, :data:`.stopping.BASE_MODEL_STOP`), ``stop_on_repeat``: an answer caught in a loop
-    ends there (:data:`.stopping.LOOP_RULE`), and ``decode_weights``: ``same`` (the weights as loaded) or
+    ends there (:data:`.stopping.LOOP_RULE`), and ``decode_weights``: ``same`` (the weights as loaded),
     ``bfloat16`` (the decoding steps' products read bfloat16 copies of a float32 model's weights,
-    :mod:`.decode_path`).
+    :mod:`.decode_path`) or ``int4`` (4-bit codes where the weights are 4-bit blocks, :mod:`.four_bit`).
 
     A value outside an option's declared ``choices`` is an :class:`~snapkv_cli.errors.InvalidValue` here, before any
     model loads; one of them in another case, or an alias, is kept as the value it names."""
@@ -127,7 +127,9 @@ class GenerationOptions:
         "same", flag="--decode-weights", with_model=True, aliases={"bf16": "bfloat16"},
         choices={"same": "the weights as loaded",
                  "bfloat16": "bfloat16 copies of a float32 model's Linear weights for one-token decoding steps "
-                             "(a CPU); the prefill, attention and KV cache stay float32"},
+                             "(a CPU); the prefill, attention and KV cache stay float32",
+                 "int4": "as bfloat16, but the layers whose weights are 4-bit blocks (a Q4_1 GGUF's, as the "
+                         "built-in default model's) multiply by those 4-bit codes"},
         help="The weights the decoding steps multiply by.")
 
     def __post_init__(self) -> None:
