@@ -218,3 +218,111 @@ def test_attach_copies_every_linear_layer_once_and_takes_a_forced_kernel_setting
     assert (native.onednn, native.kernel_reason) == dp.onednn_for_decode("AMX_BF16")
     dp.detach(model)
     assert dp.attached_path(model) is None and all("forward" not in vars(module) for module in linears)
+
+
+# --decode-weights int4
+
+
+def q4_rounded(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` rounded to 4-bit blocks of 32 (16 evenly spaced values from each block's least to its largest), as
+    a Q4_1 GGUF's layers are."""
+    rows, columns = weight.shape
+    blocks = weight.detach().view(rows, columns // 32, 32)
+    low, high = blocks.amin(-1, keepdim=True), blocks.amax(-1, keepdim=True)
+    scale = (high - low) / 15
+    return (((blocks - low) / scale).round() * scale + low).view(rows, columns)
+
+
+def four_bit_model(family: str = "llama") -> torch.nn.Module:
+    """A tiny model whose Linear layers are 4-bit blocks, all but the output projection (as the default model's)."""
+    model = fresh(family)
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module is not head:
+                module.weight.copy_(q4_rounded(module.weight))
+    return model
+
+
+def linear_layers(model) -> list[torch.nn.Linear]:
+    return [module for module in model.modules() if isinstance(module, torch.nn.Linear)]
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2", "qwen3", "gemma3_text", "phi3"])
+def test_int4_steps_match_float32_within_the_tolerance_and_the_prefill_is_unchanged(family):
+    model = four_bit_model(family)
+    reference = forced_logits(model, None)
+    path = dp.attach(model, native_bf16=None, weights="int4")
+    assert path.four_bit_layers == len(linear_layers(model)) - 1  # the output projection keeps a bfloat16 copy
+    fast = forced_logits(model, path)
+    assert torch.equal(fast[0], reference[0])
+    differences = [float((a - b).abs().max()) for a, b in zip(fast[1:], reference[1:])]
+    assert max(differences) <= LOGIT_TOLERANCE, differences
+    assert min(differences) > 0
+
+
+def test_int4_steps_multiply_each_pack_once_and_the_output_projection_in_bfloat16(monkeypatch):
+    from snapkv_cli.generation.four_bit import FourBitCodes
+
+    model = four_bit_model()
+    widths = []
+    product = FourBitCodes.product
+
+    def record(codes, x):
+        out = product(codes, x)
+        widths.append(out.shape[-1])
+        return out
+
+    monkeypatch.setattr(FourBitCodes, "product", record)
+    recorder = Recorder(monkeypatch)
+    result = answer(model, "int4")
+    config = model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    qkv = (config.num_attention_heads + 2 * config.num_key_value_heads) * head_dim
+    # per layer and step: q, k and v as one product, o, gate and up as one product, down
+    per_step = [qkv, config.hidden_size, 2 * config.intermediate_size, config.hidden_size] * config.num_hidden_layers
+    assert widths == per_step * result.decode_steps
+    steps = [call for call in recorder.linear if call[2] == torch.bfloat16]
+    assert steps == [(1, torch.bfloat16, torch.bfloat16, torch._C._get_mkldnn_enabled())] * result.decode_steps
+    bf16_bytes = model.lm_head.weight.numel() * 2
+    four_bit_bytes = sum(m.weight.numel() // 2 + m.weight.numel() // 32 * 4 for m in linear_layers(model)
+                         if m is not model.lm_head)
+    path = dp.attached_path(model)
+    assert path.copied_bytes == four_bit_bytes + bf16_bytes
+    assert result.decode_path == (
+        f"decode steps: int4 codes for {len(linear_layers(model)) - 1} of {len(linear_layers(model))} Linear layers "
+        "(their weights are 4-bit blocks), bfloat16 for the rest, attention and KV cache float32 "
+        "(oneDNN on: this CPU has no native bfloat16)")
+
+
+def test_a_pack_s_layer_called_on_another_input_computes_its_own_part():
+    from snapkv_cli.generation.four_bit import four_bit_codes
+
+    model = four_bit_model()
+    path = dp.attach(model, weights="int4")
+    attention = model.model.layers[0].self_attn
+    x, y = torch.randn(1, 1, 96), torch.randn(1, 1, 96)
+    with torch.inference_mode(), path.step():
+        q, k_same, k_other = attention.q_proj(x), attention.k_proj(x), attention.k_proj(y)
+        v_other = attention.v_proj(y)
+    for out, module, given_input in ((q, attention.q_proj, x), (k_same, attention.k_proj, x),
+                                     (k_other, attention.k_proj, y), (v_other, attention.v_proj, y)):
+        alone = four_bit_codes(module.weight).product(given_input)
+        assert torch.allclose(out, alone, rtol=1e-2, atol=1e-3), module
+    assert not torch.allclose(k_same, k_other)
+
+
+def test_int4_and_bfloat16_paths_replace_each_other_and_same_removes_them():
+    model = four_bit_model()
+    answer(model, "bfloat16")
+    assert dp.attached_path(model).weights == "bfloat16" and dp.attached_path(model).four_bit_layers == 0
+    answer(model, "int4")
+    assert dp.attached_path(model).weights == "int4" and dp.attached_path(model).four_bit_layers > 0
+    assert answer(model, "same").decode_path is None
+    assert dp.attached_path(model) is None and all("forward" not in vars(m) for m in linear_layers(model))
+
+
+def test_int4_on_weights_that_are_not_four_bit_runs_bfloat16_copies_and_says_so():
+    result = answer(fresh(), "int4")
+    assert result.decode_path == ("decode steps: bfloat16 Linear weights (int4: no layer's weights are 4-bit blocks), "
+                                  "attention and KV cache float32 (oneDNN on: this CPU has no native bfloat16)")
