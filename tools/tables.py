@@ -560,14 +560,27 @@ def decode_weights_retention(folder: str, *niah_reference: str) -> str:
                            header="float32's right answers kept with bfloat16 decoding steps")
 
 
-def decode_weights_retention_facts(folder: str) -> dict[str, str]:
-    """The bfloat16 decoding steps' pooled retention of float32's right answers (the folder's ``decode-bf16`` runs):
-    ``kept`` ("46 of 48"), ``share``, ``lost``, ``gained``, and how many answers were the same text (``identical``)."""
-    summary = dtype_accuracy.summarize(DOCS / folder, "float32", "decode-bf16")
+def decode_int4_retention(folder: str, *niah_reference: str) -> str:
+    """What int4 decoding steps (``--decode-weights int4``, the folder's ``decode-int4`` runs) keep of float32's right
+    answers and exact needle cells, paired as :func:`dtype_retention`."""
+    return dtype_retention(folder, *niah_reference, candidate="decode-int4",
+                           header="float32's right answers kept with int4 decoding steps")
+
+
+def decode_weights_retention_facts(folder: str, candidate: str = "decode-bf16") -> dict[str, str]:
+    """The ``candidate`` decoding steps' pooled retention of float32's right answers (the folder's ``decode-bf16``
+    runs unless named): ``kept`` ("46 of 48"), ``share``, ``lost``, ``gained``, and how many answers were the same
+    text (``identical``)."""
+    summary = dtype_accuracy.summarize(DOCS / folder, "float32", candidate)
     total, rows = summary["accuracy"]["pooled"], summary["accuracy"]["by_label"].values()
     return {"kept": f"{total['kept']} of {total['reference_correct']}", "share": f"{100 * total['retention']:.1f}%",
             "lost": str(total["lost"]), "gained": str(total["gained"]),
             "identical": f"{sum(row['same_answer'] for row in rows)} of {sum(row['pairs'] for row in rows)}"}
+
+
+def decode_int4_retention_facts(folder: str) -> dict[str, str]:
+    """:func:`decode_weights_retention_facts` of the folder's ``decode-int4`` runs."""
+    return decode_weights_retention_facts(folder, "decode-int4")
 
 
 def default_rule_table(folder: str) -> str:
@@ -723,6 +736,23 @@ def compiled_decode_table(path: str) -> str:
                      "yes" if run["same_tokens_as_eager"] else "no"])
     return _table((["compiled variant", "inductor cache", "compiling", "eager float32 ms", "eager bf16 ms",
                     "compiled ms", "vs eager bf16", "same tokens"], rows))
+
+
+def decode_step_variants_table(path: str) -> str:
+    """``tools/decode_step_variants.py``: per variant of a decoding step, its milliseconds per step (median of the
+    rounds), its speed against the bfloat16 steps (median, min-max of the paired rounds), its three costliest ops
+    (self CPU milliseconds per step) and whether one step from the same cache chose float32's token."""
+    report = _load(path)
+    rows = []
+    for variant, summary in report["summary"].items():
+        ops = report["profiles"][variant]["ops"][:3]
+        agreement = report["agreement"].get(variant)
+        rows.append([f"`{variant}`", f"{summary['ms_median']:.1f}",
+                     f"{_times(summary['vs_bf16_median'])} ({_span(summary['vs_bf16_min'], summary['vs_bf16_max'])})",
+                     ", ".join(f"`{op['op'].removeprefix('aten::')}` {op['self_ms_per_step']:.1f}" for op in ops),
+                     "-" if agreement is None else ("yes" if agreement["same_token_as_float32"] else "no")])
+    return _table((["decoding step", "ms per step", "vs bf16 steps", "costliest ops (ms per step)",
+                    "float32's token"], rows))
 
 
 def methods_table() -> str:
@@ -1039,16 +1069,20 @@ def _span(low: float, high: float) -> str:
     return _times(low) if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}-{high:.2f}x"
 
 
-def decode_weights_facts(path: str) -> dict[str, str]:
-    """The llama.cpp peer bench run with ``--decode-weights same bfloat16``: over its lengths, the paired per-round
-    ratios of the bfloat16 decoding steps to the weights as loaded (``decode-vs-float32``) and to llama.cpp
-    (``decode-vs-llamacpp``, ``prefill-vs-llamacpp``), how many pairs decoded faster than float32 and gave the first
-    token before llama.cpp, the extra peak memory; per length and thread count each tool's decode range
-    (``decode-llama.cpp-8000-1``) and the bfloat16 steps' decode ratio to llama.cpp (``vs-llamacpp-8000-1``, with
-    its range where there are several rounds); the rounds, the load and the machine."""
+def decode_weights_facts(path: str, weights: str = "bfloat16", baseline: str = "same") -> dict[str, str]:
+    """The llama.cpp peer bench run with ``--decode-weights`` ``baseline`` and ``weights``: over its lengths, the
+    paired per-round ratios of the ``weights`` steps to the ``baseline`` ones (``decode-vs-float32`` for the weights
+    as loaded, ``decode-vs-bf16`` against bfloat16 steps) and to llama.cpp (``decode-vs-llamacpp``,
+    ``prefill-vs-llamacpp``), how many pairs decoded faster than the baseline and gave the first token before
+    llama.cpp, the extra peak memory (``rss-more``, negative for less); per length and thread count each tool's
+    decode range (``decode-llama.cpp-8000-1``, ``decode-float32-8000-1``) and the ``weights`` steps' decode ratio to
+    llama.cpp (``vs-llamacpp-8000-1``, with its range where there are several rounds); the rounds, the load and the
+    machine."""
     report = _load(path)
     runs = report["runs"]
-    fast = llamacpp_bench.snapkv_tool("bfloat16")
+    fast, base = llamacpp_bench.snapkv_tool(weights), llamacpp_bench.snapkv_tool(baseline)
+    names = {llamacpp_bench.snapkv_tool(value): name for value, name in
+             (("same", "float32"), ("bfloat16", "bf16"), ("int4", "int4"))}
     rows = [row for row in llamacpp_bench.summarize(runs) if f"{fast}_over_llamacpp" in row]
 
     def span(key: str, metric: str) -> str:
@@ -1059,29 +1093,36 @@ def decode_weights_facts(path: str) -> dict[str, str]:
         return [(mine[key], run) for run in runs if run["tool"] == other
                 and (key := (run["length"], run["threads"], run["round"])) in mine]
 
-    faster = [ours["decode_tokens_per_s"] > theirs["decode_tokens_per_s"] for ours, theirs in paired("snapkv-cli")]
+    # rounded as the bench's summaries round a ratio (``llamacpp_bench.spread``)
+    against = [round(ours["decode_tokens_per_s"] / theirs["decode_tokens_per_s"], 3) for ours, theirs in paired(base)]
     sooner = [ours["ttft_s"] < theirs["ttft_s"] for ours, theirs in paired("llama.cpp")]
-    extra = [row[fast]["peak_rss_mb"]["median"] - row["snapkv-cli"]["peak_rss_mb"]["median"] for row in rows]
+    extra = [row[fast]["peak_rss_mb"]["median"] - row[base]["peak_rss_mb"]["median"] for row in rows]
     loads = [run["load_average"][0] for run in runs if run.get("load_average")]
     facts = {"lengths": " and ".join(dict.fromkeys(f"{row['length']:,}" for row in rows)),
              "threads": " and ".join(dict.fromkeys(str(row["threads"]) for row in rows)),
              "rounds": str(len({run["round"] for run in runs})), "load": f"{min(loads):.1f}-{max(loads):.1f}",
-             "decode-vs-float32": span(f"{fast}_over_snapkv-cli", "decode_tokens_per_s"),
+             f"decode-vs-{names[base]}": _span(min(against), max(against)),
              "decode-vs-llamacpp": span(f"{fast}_over_llamacpp", "decode_tokens_per_s"),
              "prefill-vs-llamacpp": span(f"{fast}_over_llamacpp", "prefill_tokens_per_s"),
-             "faster-than-float32": f"{sum(faster)} of {len(faster)}", "sooner": f"{sum(sooner)} of {len(sooner)}",
-             "rss-more": f"{min(extra):.0f}-{max(extra):.0f} MB"}
+             f"faster-than-{names[base]}": f"{sum(ratio > 1 for ratio in against)} of {len(against)}",
+             "sooner": f"{sum(sooner)} of {len(sooner)}", "rss-more": f"{min(extra):.0f}-{max(extra):.0f} MB"}
     for row in rows:
-        for tool in ("snapkv-cli", "llama.cpp", fast):
+        for tool in (base, "llama.cpp", fast):
             stats = row[tool]["decode_tokens_per_s"]
-            name = {"snapkv-cli": "float32", fast: "bf16"}.get(tool, tool)
-            facts[f"decode-{name}-{row['length']}-{row['threads']}"] = f"{stats['min']:.1f}-{stats['max']:.1f}"
+            facts[f"decode-{names.get(tool, tool)}-{row['length']}-{row['threads']}"] = (
+                f"{stats['min']:.1f}-{stats['max']:.1f}")
         ratio = row[f"{fast}_over_llamacpp"]["decode_tokens_per_s"]
         facts[f"vs-llamacpp-{row['length']}-{row['threads']}"] = (
             f"{_times(ratio['median'])} ({_span(ratio['min'], ratio['max'])})" if ratio["n"] > 1
             else _times(ratio["median"]))
     return facts | {key: value for key, value in _machine_facts(report["provenance"]).items()
                     if key in ("cpus", "features", "bf16", "commit")}
+
+
+def decode_int4_facts(path: str) -> dict[str, str]:
+    """:func:`decode_weights_facts` of a run with ``--decode-weights bfloat16 int4``: the int4 steps against the
+    bfloat16 ones and llama.cpp."""
+    return decode_weights_facts(path, "int4", "bfloat16")
 
 
 def kernel_probe_facts(path: str) -> dict[str, str]:
@@ -1317,7 +1358,9 @@ FACTS = {
     "decode-profile": decode_profile_facts,
     "llamacpp": llamacpp_facts,
     "decode-weights": decode_weights_facts,
+    "decode-int4": decode_int4_facts,
     "decode-weights-retention": decode_weights_retention_facts,
+    "decode-int4-retention": decode_int4_retention_facts,
     "kernel-probe": kernel_probe_facts,
     "compiled-probe": kernel_probe_facts,
     "decode-step-profile": decode_step_profile_facts,
@@ -1350,6 +1393,7 @@ GENERATORS = {
     "llamacpp-table": llamacpp_table,
     "dtype-retention": dtype_retention,
     "decode-weights-retention": decode_weights_retention,
+    "decode-int4-retention": decode_int4_retention,
     "default-rule": default_rule_table,
     "decode-speed": decode_speed,
     "batch-table": batch_table,
@@ -1367,6 +1411,7 @@ GENERATORS = {
     "selection-cost": selection_cost,
     "selection-threads": selection_threads_table,
     "compiled-decode": compiled_decode_table,
+    "decode-step-variants": decode_step_variants_table,
     "selection-cost-questions": selection_cost_questions,
     # docs/usage.md: the command line and the --json schemas, from the Typer app and the typed report
     # docs/testing.md: what each mutation group mutates and which tests it runs, from tools/mutation.py
