@@ -107,3 +107,10 @@ def test_a_run_is_checked_against_its_label_by_the_decode_steps_its_report_names
     assert ran_as_labelled("bfloat16", bf16)
     assert not ran_as_labelled("bfloat16", None)
     assert not ran_as_labelled("bfloat16", "decode steps: the weights as loaded (the model is not on a CPU)")
+    int4 = ("decode steps: int4 codes for 210 of 211 Linear layers (their weights are 4-bit blocks), bfloat16 for the "
+            "rest, attention and KV cache float32 (oneDNN on: ...)")
+    assert ran_as_labelled("int4", int4)
+    assert not ran_as_labelled("bfloat16", int4) and not ran_as_labelled("int4", bf16)
+    # int4 asked for, but no layer had 4-bit weights: every step ran bfloat16 copies, not what "int4" says
+    assert not ran_as_labelled("int4", "decode steps: bfloat16 Linear weights (int4: no layer's weights are 4-bit "
+                                       "blocks), attention and KV cache float32 (oneDNN on: ...)")

@@ -129,7 +129,8 @@ def snapkv_tool(decode_weights: str) -> str:
 
 def ran_as_labelled(decode_weights: str, decode_path: str | None) -> bool:
     """Whether a run's report (its ``decode_path``) says it ran what ``snapkv_tool(decode_weights)`` calls it: the
-    weights as loaded report no decode path, ``bfloat16`` reports bfloat16 steps."""
+    weights as loaded report no decode path, ``bfloat16`` reports bfloat16 steps, ``int4`` int4 codes (a run that
+    found no 4-bit layer reports bfloat16 steps, and is not what its label says)."""
     if decode_weights == AS_LOADED:
         return decode_path is None
     return decode_path is not None and decode_path.startswith(f"decode steps: {decode_weights}")
