@@ -84,7 +84,7 @@ def main() -> None:
     from snapkv_cli.defaults import METHOD, METHOD_SETTINGS
     from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
     from snapkv_cli.generation import prefill
-    from snapkv_cli.generation.decode_path import attach, detach
+    from snapkv_cli.generation.decode_path import attach, attached_path, detach
     from snapkv_cli.models.loader import load_model
 
     loaded = load_model(None, device="cpu", dtype="float32")
@@ -115,8 +115,14 @@ def main() -> None:
             if variant not in DECODE_WEIGHTS and variant != "compiled-layers":
                 detach(model)
                 return None
-            path = attach(model, weights=DECODE_WEIGHTS.get(variant, "bfloat16"))
-            paths[path.weights] = {"describe": path.describe(), "bytes": path.copied_bytes}
+            weights = DECODE_WEIGHTS.get(variant, "bfloat16")
+            fresh = attached_path(model) is None or attached_path(model).weights != weights
+            began = time.perf_counter()
+            path = attach(model, weights=weights)
+            info = paths.setdefault(weights, {"describe": path.describe(), "bytes": path.copied_bytes,
+                                              "attach_s": []})
+            if fresh:  # the copies or codes made now, not a path already attached
+                info["attach_s"].append(round(time.perf_counter() - began, 3))
             return path
 
         def step(path):

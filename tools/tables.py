@@ -1029,7 +1029,7 @@ def peers_facts(path: str) -> dict[str, str]:
 def llamacpp_facts(path: str) -> dict[str, str]:
     """snapkv-cli beside llama.cpp: snapkv-cli's settings, llama-cpp-python's version and vector extensions, the
     GGUF file, the rounds and the load average during the runs; snapkv-cli's median decode rate per prompt length
-    and thread count (``decode-8000-1``)."""
+    and thread count (``decode-8000-1``) where it ran with the weights as loaded."""
     report = _load(path)
     runs = report["runs"]
     theirs = next(run for run in runs if run["tool"] == "llama.cpp")
@@ -1042,7 +1042,7 @@ def llamacpp_facts(path: str) -> dict[str, str]:
             "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
             "load": f"{min(loads):.1f}-{max(loads):.1f}",
             **{f"decode-{row['length']}-{row['threads']}": f"{row['snapkv-cli']['decode_tokens_per_s']['median']:.1f}"
-               for row in llamacpp_bench.summarize(runs)}}
+               for row in llamacpp_bench.summarize(runs) if "snapkv-cli" in row}}  # (not in a --decode-weights run)
 
 
 def _bf16_text(machine: dict) -> str:
@@ -1105,7 +1105,9 @@ def decode_weights_facts(path: str, weights: str = "bfloat16", baseline: str = "
              "decode-vs-llamacpp": span(f"{fast}_over_llamacpp", "decode_tokens_per_s"),
              "prefill-vs-llamacpp": span(f"{fast}_over_llamacpp", "prefill_tokens_per_s"),
              f"faster-than-{names[base]}": f"{sum(ratio > 1 for ratio in against)} of {len(against)}",
-             "sooner": f"{sum(sooner)} of {len(sooner)}", "rss-more": f"{min(extra):.0f}-{max(extra):.0f} MB"}
+             "sooner": f"{sum(sooner)} of {len(sooner)}",
+             "rss-more": (f"{min(extra):.0f} to {max(extra):+.0f} MB" if min(extra) < 0
+                          else f"{min(extra):.0f}-{max(extra):.0f} MB")}
     for row in rows:
         for tool in (base, "llama.cpp", fast):
             stats = row[tool]["decode_tokens_per_s"]
@@ -1123,6 +1125,23 @@ def decode_int4_facts(path: str) -> dict[str, str]:
     """:func:`decode_weights_facts` of a run with ``--decode-weights bfloat16 int4``: the int4 steps against the
     bfloat16 ones and llama.cpp."""
     return decode_weights_facts(path, "int4", "bfloat16")
+
+
+def decode_step_variants_facts(path: str) -> dict[str, str]:
+    """``tools/decode_step_variants.py``: the bytes of each decode path's weights (``bf16-bytes``, ``int4-bytes``) and
+    the seconds making them took each time (``bf16-attach``), the compile time of the compiled layers, the prompt
+    and cache size, the rounds and the machine."""
+    report = _load(path)
+    names = {"bfloat16": "bf16", "int4": "int4"}
+    facts = {"prompt-tokens": f"{report['prompt_tokens']:,}", "cache-positions": f"{report['cache_positions']:,}",
+             "rounds": str(report["args"]["rounds"])}
+    for weights, path_info in report["decode_paths"].items():
+        facts[f"{names[weights]}-bytes"] = f"{path_info['bytes'] / 1e6:.0f} MB"
+        times = path_info["attach_s"]
+        facts[f"{names[weights]}-attach"] = f"{min(times):.1f}-{max(times):.1f} s"
+    if report.get("compile_s") is not None:
+        facts["compile"] = f"{report['compile_s']:.0f} s"
+    return facts | _machine_facts(report["provenance"])
 
 
 def kernel_probe_facts(path: str) -> dict[str, str]:
@@ -1364,6 +1383,7 @@ FACTS = {
     "kernel-probe": kernel_probe_facts,
     "compiled-probe": kernel_probe_facts,
     "decode-step-profile": decode_step_profile_facts,
+    "decode-step-variants": decode_step_variants_facts,
     "methods-timing": methods_timing_facts,
     "quickstart": quickstart_facts,
 }
