@@ -967,6 +967,24 @@ def prefill_facts(path: str) -> dict[str, str]:
     return facts
 
 
+def prefill_pooled_facts(*paths: str) -> dict[str, str]:
+    """Several ``tools/prefill_bench.py`` runs of the same variants pooled round by round: per variant the median of
+    every round's wall time against plain transformers (``default-wall``), the rounds' range and count."""
+    import statistics
+
+    rounds: dict[str, list[float]] = {}
+    for path in paths:
+        for variant, row in prefill_bench.summarize(_load(path)["runs"]).items():
+            if variant != "memory_target":
+                rounds.setdefault(variant, []).extend(row["wall_vs_plain_per_round"])
+    facts = {}
+    for variant, ratios in rounds.items():
+        facts |= {f"{variant}-wall": _change(statistics.median(ratios)),
+                  f"{variant}-rounds": f"{_change(min(ratios))} to {_change(max(ratios))}",
+                  f"{variant}-round-count": str(len(ratios))}
+    return facts
+
+
 def niah_facts(path: str) -> dict[str, str]:
     """A Needle In A Haystack run: its lengths and depths, and per compressed method and budget (the default method
     as ``default``) the full cache's exact cells it answered exactly, of those it compressed (``snapkv-1024-kept``)
@@ -1365,6 +1383,7 @@ FACTS = {
     "default-test": default_test_facts,
     "speed": speed_facts,
     "prefill": prefill_facts,
+    "prefill-pooled": prefill_pooled_facts,
     "niah": niah_facts,
     "long-memory": long_memory_facts,
     "peers": peers_facts,
