@@ -21,6 +21,22 @@ import time
 from pathlib import Path
 
 
+def profiled(step, steps: int, top: int) -> dict:
+    """``steps`` calls of ``step`` under ``torch.profiler``: the self CPU milliseconds per step, and the ``top`` ops by
+    self CPU time with their calls and milliseconds per step and their share."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    events = sorted(prof.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
+    total = sum(event.self_cpu_time_total for event in events)
+    return {"self_cpu_ms_per_step": round(total / 1000 / steps, 2),
+            "ops": [{"op": event.key, "calls_per_step": event.count / steps,
+                     "self_ms_per_step": round(event.self_cpu_time_total / 1000 / steps, 3),
+                     "share": round(event.self_cpu_time_total / total, 4)} for event in events[:top]]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="a built-in model (default: the default model)")
@@ -36,8 +52,6 @@ def main() -> None:
 
     start = run_start()
     import torch
-    from torch.profiler import ProfilerActivity, profile
-
     torch.set_num_threads(args.threads)
     from snapkv_cli.bench.speed import prose_ids
     from snapkv_cli.defaults import METHOD, METHOD_SETTINGS
@@ -84,16 +98,7 @@ def main() -> None:
                   f"{1000 * times[True]:.1f} ms/step, x{times[False] / times[True]:.2f}", flush=True)
         profiles = {}
         for name, fast in (("float32", False), ("bf16_steps", True)):
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                for _ in range(args.profile_steps):
-                    step(fast)
-            events = sorted(prof.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
-            total = sum(event.self_cpu_time_total for event in events)
-            profiles[name] = {
-                "self_cpu_ms_per_step": round(total / 1000 / args.profile_steps, 2),
-                "ops": [{"op": event.key, "calls_per_step": event.count / args.profile_steps,
-                         "self_ms_per_step": round(event.self_cpu_time_total / 1000 / args.profile_steps, 3),
-                         "share": round(event.self_cpu_time_total / total, 4)} for event in events[:args.top]]}
+            profiles[name] = profiled(lambda fast=fast: step(fast), args.profile_steps, args.top)
             print(f"{name}: " + ", ".join(f"{op['op']} {op['self_ms_per_step']:.1f} ms"
                                           for op in profiles[name]["ops"][:6]), flush=True)
         kept_keys = cache.get_seq_length()

@@ -77,7 +77,6 @@ def main() -> None:
 
     start = run_start()
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     torch.set_num_threads(args.threads)
     from snapkv_cli.bench.speed import prose_ids
@@ -86,6 +85,7 @@ def main() -> None:
     from snapkv_cli.generation import prefill
     from snapkv_cli.generation.decode_path import attach, attached_path, detach
     from snapkv_cli.models.loader import load_model
+    from tools.decode_step_profile import profiled
 
     loaded = load_model(None, device="cpu", dtype="float32")
     model = loaded.model
@@ -171,16 +171,7 @@ def main() -> None:
         profiles = {}
         for variant in variants:
             path = prepared(variant)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                for _ in range(args.profile_steps):
-                    step(path)
-            events = sorted(prof.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
-            total = sum(event.self_cpu_time_total for event in events)
-            profiles[variant] = {
-                "self_cpu_ms_per_step": round(total / 1000 / args.profile_steps, 2),
-                "ops": [{"op": event.key, "calls_per_step": event.count / args.profile_steps,
-                         "self_ms_per_step": round(event.self_cpu_time_total / 1000 / args.profile_steps, 3)}
-                        for event in events[:args.top]]}
+            profiles[variant] = profiled(lambda path=path: step(path), args.profile_steps, args.top)
         cache_positions = cache.get_seq_length()
         for layer in layers:
             layer._compiled_call_impl = None
