@@ -2,12 +2,12 @@
 
 A GGUF model quantized to Q4_1 stores each row of a matrix in blocks of 32 weights, each block 16 evenly spaced
 values (a scale and an offset, and a 4-bit code per weight); the built-in default model's Linear layers are such
-blocks, dequantized to float32 when the GGUF was converted. Such a weight loses nothing when it is stored again as
-codes, scales and offsets, and PyTorch has a CPU operator that multiplies by them directly
-(``_weight_int4pack_mm_for_cpu``: a quarter of bfloat16's bytes, measured 1.5x bfloat16's speed on a one-row
-product). :func:`four_bit_codes` finds the codes of a weight only where they reproduce it exactly (min-max per block,
-as Q4_1 is built); any other weight returns None and is not approximated here. The operator takes bfloat16 inputs
-and bfloat16 scales and offsets (the GGUF's are float16), so a product rounds as a bfloat16 product does.
+blocks, dequantized to float32 when the GGUF was converted. Such a weight can be stored again as its codes, scales
+and offsets, and PyTorch has a CPU operator that multiplies by them directly (``_weight_int4pack_mm_for_cpu``: a
+quarter of bfloat16's bytes, measured 1.5x bfloat16's speed on a one-row product). :func:`four_bit_codes` finds the
+codes of a weight only where they reproduce it (min-max per block, as Q4_1 is built, to float32's rounding); any
+other weight returns None and is not approximated here. The operator takes bfloat16 inputs and bfloat16 scales and
+offsets (the GGUF's are float16), so a product rounds as a bfloat16 product does.
 """
 
 from __future__ import annotations
