@@ -233,14 +233,19 @@ def q4_rounded(weight: torch.Tensor) -> torch.Tensor:
     return (((blocks - low) / scale).round() * scale + low).view(rows, columns)
 
 
-def four_bit_model(family: str = "llama") -> torch.nn.Module:
-    """A tiny model whose Linear layers are 4-bit blocks, all but the output projection (as the default model's)."""
+def four_bit_model(family: str = "llama", head_too: bool = False) -> torch.nn.Module:
+    """A tiny model whose Linear layers are 4-bit blocks, all but the output projection (as the default model's)
+    unless ``head_too``; the biases a family has (Qwen 2's query, key and value) get values, not transformers' zeros,
+    so that a step that dropped one would show."""
     model = fresh(family)
     head = model.get_output_embeddings()
+    generator = torch.Generator().manual_seed(5)
     with torch.no_grad():
         for module in model.modules():
-            if isinstance(module, torch.nn.Linear) and module is not head:
+            if isinstance(module, torch.nn.Linear) and (module is not head or head_too):
                 module.weight.copy_(q4_rounded(module.weight))
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias.copy_(torch.randn(module.bias.shape, generator=generator) * 0.5)
     return model
 
 
@@ -315,8 +320,10 @@ def test_a_pack_s_layer_called_on_another_input_computes_its_own_part():
 def test_int4_and_bfloat16_paths_replace_each_other_and_same_removes_them():
     model = four_bit_model()
     answer(model, "bfloat16")
-    assert dp.attached_path(model).weights == "bfloat16" and dp.attached_path(model).four_bit_layers == 0
+    bf16 = dp.attached_path(model)
+    assert bf16.weights == "bfloat16" and bf16.four_bit_layers == 0
     answer(model, "int4")
+    assert bf16.modules == []  # the bfloat16 path was detached, its copies let go
     assert dp.attached_path(model).weights == "int4" and dp.attached_path(model).four_bit_layers > 0
     assert answer(model, "same").decode_path is None
     assert dp.attached_path(model) is None and all("forward" not in vars(m) for m in linear_layers(model))
@@ -326,3 +333,39 @@ def test_int4_on_weights_that_are_not_four_bit_runs_bfloat16_copies_and_says_so(
     result = answer(fresh(), "int4")
     assert result.decode_path == ("decode steps: bfloat16 Linear weights (int4: no layer's weights are 4-bit blocks), "
                                   "attention and KV cache float32 (oneDNN on: this CPU has no native bfloat16)")
+
+
+def test_a_biased_layer_adds_its_bias_on_either_path_and_a_pack_of_mixed_biases_is_not_packed(monkeypatch):
+    from snapkv_cli.generation.four_bit import FourBitCodes
+
+    parent = torch.nn.Module()
+    for name, bias in (("q_proj", True), ("k_proj", False), ("v_proj", False), ("gate_proj", True), ("up_proj", True)):
+        layer = torch.nn.Linear(64, 32, bias=bias)
+        with torch.no_grad():
+            layer.weight.copy_(q4_rounded(layer.weight))
+            if bias:
+                layer.bias.normal_(0, 1)
+        setattr(parent, name, layer)
+    x = torch.randn(1, 1, 64)
+    expected = {name: F.linear(x, layer.weight, layer.bias) for name, layer in parent.named_children()}
+    widths = []
+    product = FourBitCodes.product
+    monkeypatch.setattr(FourBitCodes, "product", lambda codes, x: widths.append(codes.packed.shape[0]) or
+                        product(codes, x))
+    for weights in ("bfloat16", "int4"):
+        path = dp.attach(parent, weights=weights)
+        assert path.four_bit_layers == (5 if weights == "int4" else 0)
+        with torch.inference_mode(), path.step():
+            for name, layer in parent.named_children():
+                assert torch.allclose(layer(x), expected[name], rtol=0.02, atol=0.05), (weights, name)
+    # q, k and v (one bias, two without) each multiply their own codes; gate and up share one product
+    assert widths == [32, 32, 32, 64]
+
+
+def test_a_model_whose_every_layer_is_four_bit_says_so():
+    model = four_bit_model(head_too=True)
+    result = answer(model, "int4")
+    layers = len(linear_layers(model))
+    assert result.decode_path == (f"decode steps: int4 codes for {layers} of {layers} Linear layers (their weights "
+                                  "are 4-bit blocks), attention and KV cache float32 (oneDNN on: this CPU has no "
+                                  "native bfloat16)")

@@ -63,6 +63,9 @@ def test_weights_that_are_not_four_bit_blocks_get_no_codes():
     nudged = blocks(16, 64)
     nudged[3, 5] += 1e-4  # one weight off its block's 16 values
     assert four_bit_codes(nudged) is None
+    slightly = blocks(16, 64)
+    slightly[3, 5] += 1e-6  # off by more than float32's rounding of a value of this size (about 1e-8), if not by much
+    assert four_bit_codes(slightly) is None
     assert four_bit_codes(blocks(16, 64).to(torch.bfloat16).float()) is None  # values rounded off the grid
     # shapes the operator cannot pack: columns not whole blocks, rows not a multiple of 16
     assert four_bit_codes(blocks(16, 64)[:, :48]) is None
@@ -73,11 +76,13 @@ def test_weights_that_are_not_four_bit_blocks_get_no_codes():
 def test_a_block_of_one_repeated_value_has_codes_too():
     weight = blocks(16, 64)
     weight[0, :GROUP] = 0.25  # scale zero: every code 0, the value the offset
+    weight[1] = 0.0  # a row of zeros: no rounding to allow for at all
     codes = four_bit_codes(weight)
     assert codes is not None
     x = torch.zeros(1, 64)
     x[0, :GROUP] = 1.0
-    assert float(codes.product(x)[0, 0]) == pytest.approx(0.25 * GROUP, rel=2 ** -7)
+    out = codes.product(x)
+    assert float(out[0, 0]) == pytest.approx(0.25 * GROUP, rel=2 ** -7) and float(out[0, 1]) == 0.0
 
 
 @settings(max_examples=25, deadline=None)

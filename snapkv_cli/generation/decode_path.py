@@ -244,7 +244,7 @@ def decode_path(model: nn.Module, decode_weights: str) -> tuple[DecodePath | Non
     if weights == "same":
         detach(model)
         return None, None
-    reason = why_not(model) if attached_path(model) is None else None
+    reason = why_not(model)
     if reason:
         return None, f"decode steps: the weights as loaded ({reason})"
     return attach(model, weights=weights), None
