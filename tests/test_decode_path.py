@@ -220,6 +220,15 @@ def test_attach_copies_every_linear_layer_once_and_takes_a_forced_kernel_setting
     assert dp.attached_path(model) is None and all("forward" not in vars(module) for module in linears)
 
 
+def test_attach_asks_the_cpu_when_not_told(monkeypatch):
+    import snapkv_cli.models.cpu_features as cpu_features
+
+    assert dp.onednn_for_decode(None) == (True, "oneDNN on: this CPU has no native bfloat16")
+    monkeypatch.setattr(cpu_features, "native_bf16_feature", lambda: "AVX512_BF16")
+    path = dp.attach(fresh())
+    assert (path.onednn, path.kernel_reason) == dp.onednn_for_decode("AVX512_BF16")
+
+
 # --decode-weights int4
 
 
