@@ -32,7 +32,8 @@ import time
 from pathlib import Path
 
 VARIANTS = ("float32", "bf16", "int4", "matmul-attention")
-DECODE_WEIGHTS = {"bf16": "bfloat16", "int4": "int4", "matmul-attention": "bfloat16"}
+# the --decode-weights value each variant's steps run (float32: none, the weights as loaded)
+DECODE_WEIGHTS = {"bf16": "bfloat16", "int4": "int4", "matmul-attention": "bfloat16", "compiled-layers": "bfloat16"}
 
 
 def install_matmul_attention(state: dict, calls: list[int]):
@@ -56,10 +57,6 @@ def install_matmul_attention(state: dict, calls: list[int]):
 
     ALL_ATTENTION_FUNCTIONS["sdpa"] = attention
     return lambda: ALL_ATTENTION_FUNCTIONS.__setitem__("sdpa", sdpa)
-
-
-SETTINGS = {"float32": {}, "bf16": {}, "int4": {}, "matmul-attention": {"matmul": True},
-            "compiled-layers": {"compiled": True}}
 
 
 def main() -> None:
@@ -108,14 +105,13 @@ def main() -> None:
 
         def prepared(variant: str):
             """The decode path the variant's steps run (None: the weights as loaded), attached now."""
-            state.clear()
-            state.update(SETTINGS[variant])
+            state["matmul"] = variant == "matmul-attention"
             for layer in layers:  # compiled or not, as the variant says
-                layer._compiled_call_impl = compiled.get(layer) if state.get("compiled") else None
-            if variant not in DECODE_WEIGHTS and variant != "compiled-layers":
+                layer._compiled_call_impl = compiled.get(layer) if variant == "compiled-layers" else None
+            if variant not in DECODE_WEIGHTS:
                 detach(model)
                 return None
-            weights = DECODE_WEIGHTS.get(variant, "bfloat16")
+            weights = DECODE_WEIGHTS[variant]
             fresh = attached_path(model) is None or attached_path(model).weights != weights
             began = time.perf_counter()
             path = attach(model, weights=weights)
