@@ -76,9 +76,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from snapkv_cli.bench.grid import MethodGrid, default_label
     from snapkv_cli.bench.speed import prose_ids
-    from snapkv_cli.defaults import METHOD, METHOD_SETTINGS
-    from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
+    from snapkv_cli.engine import SnapKVCache, attached
     from snapkv_cli.generation import prefill
     from snapkv_cli.generation.decode_path import attach, attached_path, detach
     from snapkv_cli.models.loader import load_model
@@ -87,8 +87,7 @@ def main() -> None:
     loaded = load_model(None, device="cpu", dtype="float32")
     model = loaded.model
     ids = prose_ids(loaded.tokenizer, args.length)
-    settings = CompressionSettings(**{**METHOD_SETTINGS, "method": METHOD, "max_capacity_prompt": 1024,
-                                      "window_size": 32, "kernel_size": 15, "pooling": "maxpool"})
+    settings = MethodGrid().settings(default_label(), 1024)  # the default method, as the bench runs it
     cache = SnapKVCache(settings=settings, config=model.config)
     layers = model.model.layers
     state: dict = {}
