@@ -172,7 +172,7 @@ def conversions(monkeypatch, tiny_model_path):
 
 
 def pytest_collection_finish(session):
-    """Under mutation testing (tools/mutation.py sets ``SNAPKV_MUTATION_WARMUP``) the process that forks each
+    """Under mutation testing (tools/bench/mutation.py sets ``SNAPKV_MUTATION_WARMUP``) the process that forks each
     mutant's tests warms up once after collecting them (tests/tiny_models.py, ``warm_up``); forked runs inherit it."""
     global _warmed_up
     if os.environ.get("SNAPKV_MUTATION_WARMUP") and not _warmed_up:

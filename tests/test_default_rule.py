@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools import default_rule
+from tools.bench import default_rule
 
 
 @pytest.mark.parametrize(("successes", "trials", "expected"), [

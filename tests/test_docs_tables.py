@@ -12,7 +12,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 @pytest.fixture(scope="module")
 def tables():
-    from tools import tables
+    from tools.docs import tables
 
     return tables
 
@@ -113,12 +113,12 @@ def test_every_value_and_block_names_a_function_that_exists(tables):
 
 
 def test_every_run_benchmarks_step_the_docs_name_exists():
-    """A doc's ``bash tools/run_benchmarks.sh STEP ...`` names steps the script defines."""
+    """A doc's ``bash tools/bench/run_benchmarks.sh STEP ...`` names steps the script defines."""
     import re
 
-    from tools import tables
+    from tools.docs import tables
 
-    script = (DOCS.parent / "tools" / "run_benchmarks.sh").read_text(encoding="utf-8")
+    script = (DOCS.parent / "tools" / "bench" / "run_benchmarks.sh").read_text(encoding="utf-8")
     steps = set(re.findall(r"^(\w+)\(\) \{", script, re.M))
     named = [step for file in tables.FILES
              for command in re.findall(r"run_benchmarks\.sh((?: [a-z0-9]+)+)", file.read_text(encoding="utf-8"))
@@ -127,8 +127,8 @@ def test_every_run_benchmarks_step_the_docs_name_exists():
 
 
 def test_mutation_table_follows_its_json():
-    """docs/testing.md's mutation table is what tools/mutation.py computes from docs/results/mutation/."""
-    from tools import mutation
+    """docs/testing.md's mutation table is what tools/bench/mutation.py computes from docs/results/mutation/."""
+    from tools.bench import mutation
 
     text = (DOCS / "testing.md").read_text(encoding="utf-8")
     assert mutation.table() in text.split(mutation.BEGIN)[1].split(mutation.END)[0]
@@ -137,7 +137,7 @@ def test_mutation_table_follows_its_json():
 def test_a_groups_mutants_face_every_test_file_written_for_its_code(tmp_path):
     """A test file named after a mutated file or package, or in a mutated package's test folder, runs against the
     group's mutants without being listed by hand (a test file written for new engine code was once left out)."""
-    from tools import mutation
+    from tools.bench import mutation
 
     engine = mutation.test_files("engine")
     assert {path.relative_to(DOCS.parent).as_posix() for path in (DOCS.parent / "tests" / "engine").glob("test_*.py")
@@ -157,7 +157,7 @@ def test_a_groups_mutants_face_every_test_file_written_for_its_code(tmp_path):
 def test_a_full_mutation_run_replaces_the_earlier_runs_rerun(tmp_path):
     """A rerun's statuses are laid over its full run's by mutant name; after a new full run those names may mean
     other mutants, so the earlier rerun must not outlive it."""
-    from tools import mutation
+    from tools.bench import mutation
 
     results, work = tmp_path / "results", tmp_path / "work"
     (work / "mutants" / "snapkv_cli").mkdir(parents=True)
@@ -175,7 +175,7 @@ def test_a_full_mutation_run_replaces_the_earlier_runs_rerun(tmp_path):
 def test_statuses_are_carried_only_for_functions_whose_source_is_unchanged():
     """A moved function with the same source keeps its mutants' statuses under their new names; a changed or new
     function, a name two old modules had, a status never known, or a mutant tested already now, is not carried."""
-    from tools import mutation
+    from tools.bench import mutation
 
     old = {("snapkv_cli.pipeline", "x_ask"): ("aaa", 2), ("snapkv_cli.pipeline", "x_changed"): ("bbb", 1),
            ("snapkv_cli.a", "x_twice"): ("ccc", 1), ("snapkv_cli.b", "x_twice"): ("ccc", 1),
@@ -199,9 +199,9 @@ def test_statuses_are_carried_only_for_functions_whose_source_is_unchanged():
 
 
 def test_methods_timing_compares_each_round_with_snapkvs_round(tables):
-    """tools/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of
+    """tools/bench/methods_timing.py: a method's prefill and decode against SnapKV's in the same round (the median of
     those ratios), its selection's extra time as a share of SnapKV's median prefill, SnapKV's own decode spread."""
-    from tools import methods_timing as timing
+    from tools.bench import methods_timing as timing
 
     def run(round_index, method, prefill, selection, decode, slots):
         return {"round": round_index, "method": method, "prefill_s": prefill, "selection_s": selection,

@@ -116,7 +116,7 @@ def test_the_checks_catch_what_they_look_for(tmp_path):
 def test_the_readme_starts_with_the_two_quickstart_commands_that_ci_runs():
     """The README's first command installs what `ask` needs and asks the question whose report the README shows;
     its second is the test command, and `.ci/run` runs exactly that."""
-    from tools.quickstart_report import DOCUMENT, QUESTION
+    from tools.docs.quickstart_report import DOCUMENT, QUESTION
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     first, second = re.findall(r"^```bash\n(.*?)\n```", readme, re.M | re.S)[:2]

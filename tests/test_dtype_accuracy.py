@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools import dtype_accuracy
+from tools.bench import dtype_accuracy
 
 
 def _outcome(sample: int, correct: bool, answer: str, *, method: str = "snapkv", budget: int | None = 1024,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.peers import llamacpp_bench as bench
-from tools.peers import llamacpp_runner as runner  # functions only: llama.cpp is imported in main()
+from tools.bench.peers import llamacpp_bench as bench
+from tools.bench.peers import llamacpp_runner as runner  # functions only: llama.cpp is imported in main()
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNER = ROOT / "tools" / "peers" / "llamacpp_runner.py"
+RUNNER = ROOT / "tools" / "bench" / "peers" / "llamacpp_runner.py"
 
 
 def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
@@ -99,7 +99,7 @@ def test_the_table_names_the_vector_extensions_the_llama_cpp_build_used(system_i
 
 
 def test_a_run_is_checked_against_its_label_by_the_decode_steps_its_report_names():
-    from tools.peers.llamacpp_bench import ran_as_labelled
+    from tools.bench.peers.llamacpp_bench import ran_as_labelled
 
     bf16 = "decode steps: bfloat16 Linear weights, attention and KV cache float32 (oneDNN on: ...)"
     assert ran_as_labelled("same", None)

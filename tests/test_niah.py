@@ -186,9 +186,9 @@ def test_niah_benchmark_smoke_run(tiny_model_path, tmp_path, monkeypatch):
 
 
 def _check_docs_table(report: dict, markdown: str, folder, monkeypatch):
-    """tools/tables.py renders the command's own table from its JSON, checks the stored cells, and an edited
+    """tools/docs/tables.py renders the command's own table from its JSON, checks the stored cells, and an edited
     outcome changes both the table and the check."""
-    from tools import tables
+    from tools.docs import tables
     (folder / "results" / "niah").mkdir(parents=True)
     stored = folder / "results" / "niah" / "niah.json"
     stored.write_text(json.dumps(report))

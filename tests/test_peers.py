@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNNER = ROOT / "tools" / "peers" / "kvpress_runner.py"
+RUNNER = ROOT / "tools" / "bench" / "peers" / "kvpress_runner.py"
 KVPRESS_VENV = ROOT / ".venv-kvpress"
 
 
@@ -25,7 +25,7 @@ def test_the_runner_refuses_to_run_where_snapkv_cli_is_importable():
 
 @pytest.mark.parametrize("tokens", [100, 877, 2048, 4011, 8100])
 def test_a_token_budget_becomes_the_ratio_that_keeps_exactly_it(tokens):
-    from tools.peers import kvpress_runner as runner  # functions only: kvpress runs in main()
+    from tools.bench.peers import kvpress_runner as runner  # functions only: kvpress runs in main()
     for kept in range(40, tokens + 50, 7):
         ratio = runner.compression_ratio(tokens, kept)
         assert 0 <= ratio < 1
@@ -34,7 +34,7 @@ def test_a_token_budget_becomes_the_ratio_that_keeps_exactly_it(tokens):
 
 def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(tokenizer, template):
     from snapkv_cli.bench.tasks import NEW_TOKENS, make_tasks
-    from tools.peers import peers_bench as bench
+    from tools.bench.peers import peers_bench as bench
     args = argparse.Namespace(niah_lengths="", niah_depths="0", accuracy_lengths="1500",
                               accuracy_tasks="single_needle,multi_key", accuracy_samples=2, accuracy_new_tokens=None)
     prompts = bench.build_prompts(tokenizer, args, context_tokens=4096)
@@ -57,8 +57,8 @@ def test_the_peers_accuracy_prompts_are_the_bench_samples_scored_by_its_scorer(t
 
 def test_the_snapkv_rows_run_snapkv_and_the_default_row_the_clis_default_method():
     from snapkv_cli import defaults
-    from tools.peers import kvpress_runner as runner
-    from tools.peers import peers_bench as bench
+    from tools.bench.peers import kvpress_runner as runner
+    from tools.bench.peers import peers_bench as bench
 
     for key in ("snapkv", "snapkv-avgpool"):
         method, settings = bench.our_settings(key, 256)
@@ -77,7 +77,7 @@ def test_the_snapkv_rows_run_snapkv_and_the_default_row_the_clis_default_method(
 
 
 def test_rows_are_chosen_by_key_and_older_reports_say_their_rows_ran_snapkv():
-    from tools.peers import peers_bench as bench
+    from tools.bench.peers import peers_bench as bench
 
     assert bench.parse_rows("kvpress-nearest,default,full") == ("full", "default", "kvpress-nearest")
     with pytest.raises(argparse.ArgumentTypeError, match="unknown rows snapkv-cli"):
@@ -100,7 +100,7 @@ class _Recorded:
 def test_the_runner_builds_the_press_each_label_names():
     from types import SimpleNamespace
 
-    from tools.peers import kvpress_runner as runner
+    from tools.bench.peers import kvpress_runner as runner
 
     kvpress = SimpleNamespace(SnapKVPress=type("SnapKVPress", (_Recorded,), {}),
                               CriticalKVPress=type("CriticalKVPress", (_Recorded,), {}))
@@ -117,13 +117,13 @@ def test_the_runner_builds_the_press_each_label_names():
 
 
 @pytest.mark.skipif(not (KVPRESS_VENV / "bin" / "python").exists(),
-                    reason="kvpress's environment is not built here (bash tools/peers/kvpress_venv.sh)")
+                    reason="kvpress's environment is not built here (bash tools/bench/peers/kvpress_venv.sh)")
 def test_kvpress_runs_the_nearest_press_at_the_budget_and_records_it(tiny_model_path):
     """With kvpress itself: the runner's nearest press is CriticalKVPress around SnapKVPress at snapkv-cli's window
     and kernel, keeps exactly the budget in every layer and head, and the row records it."""
     import json
 
-    from tools.peers import peers_bench as bench
+    from tools.bench.peers import peers_bench as bench
 
     kvpress = bench.start_kvpress(argparse.Namespace(kvpress_venv=str(KVPRESS_VENV)), tiny_model_path)
     ids = [(7 * i) % 200 + 3 for i in range(160)]

@@ -13,7 +13,7 @@ import typer
 import snapkv_cli.cli as cli
 from tests.example_writer import make_examples
 from tests.helpers import snapkv_json
-from tools import tables, usage_doc
+from tools.docs import tables, usage_doc
 
 USAGE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
 BLOCKS = ["usage-index", "usage-commands", "json-schema ask", "json-schema inspect"]
@@ -27,7 +27,7 @@ def test_usage_doc_is_what_the_generator_writes_now():
     blocks = _blocks()
     assert list(blocks) == BLOCKS
     for spec, body in blocks.items():
-        assert body == tables.render_block(spec), f"{spec}: run python -m tools.tables --write"
+        assert body == tables.render_block(spec), f"{spec}: run python -m tools.docs.tables --write"
 
 
 def test_a_new_command_and_option_make_the_doc_differ(monkeypatch):

@@ -63,7 +63,7 @@ def haystack(paragraph_count: int, seed: int) -> list[str]:
 
 def pages_of_prose(pages: int, paragraphs_per_page: int, fact: str, fact_page: int, seed: int) -> list[str]:
     """The text of ``pages`` headed pages of seeded prose, with ``fact`` as a paragraph in the middle of page
-    ``fact_page`` (1-based): the long documents of the tests and of ``tools/make_long_document.py``."""
+    ``fact_page`` (1-based): the long documents of the tests and of ``tools/bench/make_long_document.py``."""
     prose = haystack(pages * paragraphs_per_page, seed=seed)
     texts = []
     for number in range(pages):

@@ -2,7 +2,7 @@
 
 Every function here takes the JSON report (``accuracy.to_json`` / ``speed.to_json``) and recomputes what it shows
 from the raw ``outcomes`` or ``samples``, so the tables printed by ``snapkv bench`` and those in ``docs/`` (checked
-by ``tools/tables.py``) are one function of the committed JSON.
+by ``tools/docs/tables.py``) are one function of the committed JSON.
 """
 
 from __future__ import annotations

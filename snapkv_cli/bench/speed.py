@@ -232,7 +232,7 @@ def run_speed(loaded: LoadedModel, plan: SpeedPlan, on_sample: Callable[[Sample]
     return samples
 
 
-# -- summaries: recomputed from the samples alone (tools/tables.py checks the committed JSON this way) ----------
+# -- summaries: recomputed from the samples alone (tools/docs/tables.py checks the committed JSON this way) ----------
 
 def _measured(samples: list[dict]) -> list[dict]:
     return [sample for sample in samples if sample["round"] >= 0]

@@ -3,7 +3,7 @@
 During a SnapKV prefill each layer's uncompressed keys and values are freed as soon as the layer is compressed.
 glibc's allocator, left to its defaults (as plain transformers runs), keeps such freed blocks in its heap and reuses
 them for the next layer's activations and KV, so the peak RSS stays near what is alive at once: below the full
-cache's by about the KV that compression saves (``tools/prefill_bench.py`` measures it; docs/benchmarks.md has
+cache's by about the KV that compression saves (``tools/bench/prefill_bench.py`` measures it; docs/benchmarks.md has
 its results).
 
 What this module must not do is fix glibc's mmap threshold low (at 64 KiB, say): every block above it then becomes

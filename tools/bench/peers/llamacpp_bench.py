@@ -1,0 +1,335 @@
+"""snapkv-cli next to llama.cpp on the same GGUF, the same prompt token ids, the same thread counts, side by side.
+
+    bash tools/bench/peers/llamacpp_venv.sh      # once: llama-cpp-python built from source in .venv-llamacpp
+    .venv/bin/python -m tools.bench.peers.llamacpp_bench --model smollm2 --lengths 2048 4096 8000 --threads 1 2 \
+        --rounds 3 --json docs/results/peers/llamacpp_smollm2.json
+
+Each measurement is a fresh process, as a user runs either tool:
+
+- **snapkv-cli**: ``snapkv ask DOC QUESTION --json`` with the command's defaults (method, budget, ``--dtype auto``)
+  and ``OMP_NUM_THREADS`` set to the thread count; with ``--decode-weights same bfloat16`` once per value in each
+  round (the tool ``snapkv-cli --decode-weights bfloat16`` beside ``snapkv-cli``, each paired with llama.cpp and
+  the bfloat16 steps with float32's). Time to first token is its prefill (selection and compression
+  included; the first token comes from the prefill's logits), decode speed its report's.
+- **llama.cpp**: ``tools/bench/peers/llamacpp_runner.py`` in its own environment (it refuses to run where snapkv-cli
+  is importable) on the GGUF the built-in model is converted from, given the prompt's token ids as this checkout's
+  prompt builder makes them for ``snapkv ask`` (the same template, chat format and question; the run checks that
+  ``snapkv ask`` reported the same prompt length), flash attention on, greedy.
+
+Both decode at most ``--max-new-tokens`` and stop at the end-of-turn token. The documents are the Python Language
+Reference topics that ship with Python (``pydoc_data/topics.py``), cut to each length with the model's tokenizer.
+Rounds alternate which tool goes first; a length's ratios are paired within a round. Peak RSS is each process's own
+(``wait4``). The JSON holds every measurement and its answer; ``--markdown`` writes the summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from snapkv_cli.bench.provenance import load_average, provenance, run_start, write_result
+from snapkv_cli.generation.options import generation_declarations, generation_default, generation_flag
+from tools import ROOT
+
+AS_LOADED = "same"  # the --decode-weights value of the weights as loaded: the tool the tables call plain "snapkv-cli"
+
+HERE = Path(__file__).resolve().parent
+QUESTION = "What is this document about? Answer in two or three sentences."
+SNAPKV = Path(sys.executable).parent / "snapkv"
+
+
+def gguf_for(model: str, folder: Path) -> Path:
+    """The built-in model's GGUF (the file its converted copy came from), fetched and checked by the catalogue's
+    own code into ``folder`` once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if model == "smollm2":
+        from snapkv_cli.models import default_model as source
+
+        target = folder / source.GGUF_FILENAME
+        if not target.exists():
+            source._obtain_gguf(folder, print)
+    else:
+        from snapkv_cli.models import gemma3 as source
+
+        target = folder / source.GGUF_FILENAME
+        if not target.exists():
+            source.assemble(folder, print)
+    return target
+
+
+def reference_text() -> tuple[str, str]:
+    """The Language Reference topics shipped with this Python, in a fixed order, and their SHA-256."""
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[key].strip() for key in sorted(topics))
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def make_documents(tokenizer, template, lengths: list[int], folder: Path, *,
+                   completion: bool) -> dict[int, tuple[Path, list[int]]]:
+    """For each prompt length: a document whose ``snapkv ask`` prompt is about that many tokens, and the prompt's
+    token ids as snapkv-cli builds them."""
+    from snapkv_cli.answering.documents import load_document
+    from snapkv_cli.answering.prompting import build_prompt
+
+    text, _ = reference_text()
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    out = {}
+    for length in lengths:
+        overhead = 0
+        for _attempt in range(4):  # the template and question's tokens: measured, then the cut corrected
+            path = folder / f"reference-{length}.txt"
+            path.write_text(tokenizer.decode(ids[:length - overhead]), encoding="utf-8")
+            prompt = build_prompt(tokenizer, load_document(str(path)), QUESTION, template, completion=completion)
+            if abs(prompt.length - length) <= 8:
+                break
+            overhead += prompt.length - length
+        out[length] = (path, list(prompt.input_ids))
+    return out
+
+
+def run_measured(command: list[str], env: dict, stdin: str | None = None) -> tuple[str, float, float]:
+    """Run ``command``; its stdout, wall seconds and peak RSS in MB (its own, from wait4)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, text=True)
+        if stdin is not None:
+            process.stdin.write(stdin)
+        process.stdin.close()
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise RuntimeError(f"{command[0]} failed ({process.returncode}): {err.read()[-2000:]}")
+        return out.read(), wall, usage.ru_maxrss / 1024
+
+
+def thread_env(threads: int) -> dict:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+def snapkv_tool(decode_weights: str) -> str:
+    """How the runs and the table name snapkv-cli run with ``--decode-weights decode_weights``: ``snapkv-cli`` with
+    the weights as loaded, else ``snapkv-cli --decode-weights bfloat16``."""
+    flag = generation_flag("decode_weights")
+    return "snapkv-cli" if decode_weights == AS_LOADED else f"snapkv-cli {flag} {decode_weights}"
+
+
+def ran_as_labelled(decode_weights: str, decode_path: str | None) -> bool:
+    """Whether a run's report (its ``decode_path``) says it ran what ``snapkv_tool(decode_weights)`` calls it: the
+    weights as loaded report no decode path, ``bfloat16`` reports bfloat16 steps, ``int4`` int4 codes (a run that
+    found no 4-bit layer reports bfloat16 steps, and is not what its label says)."""
+    if decode_weights == AS_LOADED:
+        return decode_path is None
+    return decode_path is not None and decode_path.startswith(f"decode steps: {decode_weights}")
+
+
+def run_snapkv(args, document: Path, threads: int, decode_weights: str = AS_LOADED) -> dict:
+    command = [str(SNAPKV), "ask", str(document), QUESTION, "--json", "--quiet", "--model", args.model,
+               "--max-new-tokens", str(args.max_new_tokens), "--dtype", args.dtype,
+               generation_flag("decode_weights"), decode_weights]
+    stdout, wall, rss = run_measured(command, thread_env(threads))
+    report = json.loads(stdout)
+    if not ran_as_labelled(decode_weights, report.get("decode_path")):
+        raise RuntimeError(f"{snapkv_tool(decode_weights)} reported decode steps {report.get('decode_path')!r}: "
+                           "not what its label says")
+    timings = report["timings"]
+    prompt_tokens = report["prompt_tokens"]
+    return {"tool": snapkv_tool(decode_weights), "threads": threads, "prompt_tokens": prompt_tokens,
+            "wall_s": round(wall, 3), "peak_rss_mb": round(rss, 1), "load_s": timings["load_s"],
+            "ttft_s": timings["prefill_s"], "selection_s": timings.get("selection_s"), "decode_s": timings["decode_s"],
+            "decode_tokens_per_s": timings["decode_tokens_per_s"],
+            "prefill_tokens_per_s": round(prompt_tokens / timings["prefill_s"], 2),
+            "generated_tokens": report["generated_tokens"], "answer": report["answer"],
+            "method": report["method"], "budget": report["settings"].get("budget"),
+            "dtype": report["dtype"], "decode_path": report.get("decode_path"),
+            "kv_cache": report.get("kv_cache")}
+
+
+def run_llamacpp(args, gguf: Path, ids: list[int], stop_ids: list[int], threads: int) -> dict:
+    python = ROOT / args.llamacpp_venv / "bin" / "python"
+    request = {"gguf": str(gguf), "input_ids": ids, "threads": threads, "max_new_tokens": args.max_new_tokens,
+               "stop_ids": stop_ids}
+    env = thread_env(threads)
+    env.pop("PYTHONPATH", None)
+    stdout, wall, rss = run_measured([str(python), str(HERE / "llamacpp_runner.py")], env, json.dumps(request))
+    answer = json.loads(stdout)
+    if answer["snapkv_cli_loaded"]:
+        raise RuntimeError("the llama.cpp runner loaded snapkv_cli: its result is not llama.cpp's alone")
+    answer.update(wall_s=round(wall, 3), peak_rss_mb_external=round(rss, 1),
+                  prefill_tokens_per_s=round(len(ids) / answer["ttft_s"], 2),
+                  decode_tokens_per_s=round(answer["decode_steps"] / answer["decode_s"], 2) if answer["decode_s"]
+                  else 0.0)
+    return answer
+
+
+def spread(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "n": len(values)}
+
+
+def _paired(ours: list[dict], theirs: list[dict]) -> dict:
+    """Per-round ratios ours / theirs of the prefill and decode speeds, theirs / ours of the wall time."""
+    pairs = list(zip(sorted(ours, key=lambda r: r["round"]), sorted(theirs, key=lambda r: r["round"])))
+    paired = {}
+    for metric in ("prefill_tokens_per_s", "decode_tokens_per_s"):
+        ratios = [mine[metric] / other[metric] for mine, other in pairs if other[metric]]
+        paired[metric] = spread(ratios) if ratios else None
+    paired["wall_s"] = spread([other["wall_s"] / mine["wall_s"] for mine, other in pairs])
+    return paired
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Per (length, threads): each tool's medians with spread, and the paired per-round ratios snapkv/llama.cpp
+    (``snapkv_over_llamacpp``; ``<tool>_over_llamacpp`` for a ``--decode-weights`` variant, and
+    ``<tool>_over_snapkv-cli`` against the weights as loaded)."""
+    rows = []
+    keys = sorted({(run["length"], run["threads"]) for run in runs})
+    tools = sorted({run["tool"] for run in runs}, key=lambda tool: (tool == "llama.cpp", tool != "snapkv-cli", tool))
+    for length, threads in keys:
+        cell = [run for run in runs if run["length"] == length and run["threads"] == threads]
+        by_tool = {tool: [run for run in cell if run["tool"] == tool] for tool in tools}
+        row = {"length": length, "threads": threads}
+        for tool, items in by_tool.items():
+            row[tool] = {metric: spread([item[metric] for item in items])
+                         for metric in ("ttft_s", "prefill_tokens_per_s", "decode_tokens_per_s", "wall_s",
+                                        "peak_rss_mb")}
+            row[tool]["answers"] = sorted({item["answer"] for item in items})
+        for tool in tools:
+            if tool == "llama.cpp" or "llama.cpp" not in by_tool:
+                continue
+            key = "snapkv_over_llamacpp" if tool == "snapkv-cli" else f"{tool}_over_llamacpp"
+            row[key] = _paired(by_tool[tool], by_tool["llama.cpp"])
+            if tool != "snapkv-cli" and "snapkv-cli" in by_tool:
+                row[f"{tool}_over_snapkv-cli"] = _paired(by_tool[tool], by_tool["snapkv-cli"])
+        rows.append(row)
+    return rows
+
+
+VECTOR_EXTENSIONS = ("AVX2", "AVX512", "AVX512_VNNI", "AVX512_BF16", "AMX_INT8")
+
+
+def vector_extensions(system_info: str) -> list[str]:
+    """The x86 vector extensions a llama.cpp build computes with, read from its system info
+    (``"CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | ..."``): the build takes every one the machine it was built on has."""
+    on = set()
+    for part in system_info.split("|"):
+        name, _, value = part.rpartition("=")
+        if value.strip() == "1":
+            on.add(name.rpartition(":")[2].strip())
+    return [name for name in VECTOR_EXTENSIONS if name in on]
+
+
+def markdown(rows: list[dict], model: str) -> str:
+    def cell(stats: dict, digits: int = 1) -> str:
+        return f"{stats['median']:.{digits}f} ({stats['min']:.{digits}f}-{stats['max']:.{digits}f})"
+
+    lines = [f"| {model}: prompt tokens | threads | prefill tok/s, snapkv-cli | prefill tok/s, llama.cpp | "
+             "prefill ratio | decode tok/s, snapkv-cli | decode tok/s, llama.cpp | decode ratio | "
+             "time to first token, snapkv-cli / llama.cpp | peak RSS MB, snapkv-cli / llama.cpp |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in rows:
+        for tool in [key for key in row if key.startswith("snapkv-cli") and "_over_" not in key]:
+            lines.append(_markdown_line(row, tool, cell))
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_line(row: dict, tool: str, cell) -> str:
+    """One row of :func:`markdown`: ``tool`` (``snapkv-cli`` or a ``--decode-weights`` variant) against llama.cpp."""
+    ours, theirs = row[tool], row["llama.cpp"]
+    ratio = row["snapkv_over_llamacpp" if tool == "snapkv-cli" else f"{tool}_over_llamacpp"]
+    variant = "" if tool == "snapkv-cli" else ", " + tool.removeprefix("snapkv-cli ")
+    return (f"| {row['length']:,}{variant} | {row['threads']} | {cell(ours['prefill_tokens_per_s'], 0)} | "
+            f"{cell(theirs['prefill_tokens_per_s'], 0)} | {cell(ratio['prefill_tokens_per_s'], 2)}x | "
+            f"{cell(ours['decode_tokens_per_s'])} | {cell(theirs['decode_tokens_per_s'])} | "
+            f"{cell(ratio['decode_tokens_per_s'], 2)}x | {ours['ttft_s']['median']:.1f} s / "
+            f"{theirs['ttft_s']['median']:.1f} s | {ours['peak_rss_mb']['median']:.0f} / "
+            f"{theirs['peak_rss_mb']['median']:.0f} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", choices=("smollm2", "gemma3"), default="smollm2")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8000])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--dtype", default="auto", help="snapkv-cli's --dtype (default: what users get)")
+    parser.add_argument("--decode-weights", nargs="+", default=[generation_default("decode_weights")],
+                        choices=list(generation_declarations()["decode_weights"].choices),
+                        help="snapkv-cli's --decode-weights, each value run in every round (default: its own default)")
+    parser.add_argument("--llamacpp-venv", default=".venv-llamacpp")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "snapkv-llamacpp-peer")
+    parser.add_argument("--json", type=Path, required=True)
+    parser.add_argument("--markdown", type=Path)
+    args = parser.parse_args()
+    start = run_start()
+
+    from transformers import AutoTokenizer
+
+    from snapkv_cli.answering.prompting import load_template
+    from snapkv_cli.models.catalog import find
+
+    entry = find(args.model)
+    model_dir = entry.fetch()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    stop_ids = sorted({tokenizer.eos_token_id, *[tokenizer.convert_tokens_to_ids(token) for token in
+                                                 ("<|im_end|>", "<end_of_turn>") if token in tokenizer.get_vocab()]})
+    gguf = gguf_for(args.model, args.work / "gguf")
+    documents = make_documents(tokenizer, load_template(None), args.lengths, args.work,
+                               completion=not entry.instruction_tuned)
+    _, text_sha = reference_text()
+
+    runs = []
+    for round_index in range(args.rounds):
+        for threads in args.threads:
+            for length, (document, ids) in documents.items():
+                tools = [*args.decode_weights, "llama.cpp"]
+                shift = round_index % len(tools)  # which tool goes first turns with the rounds
+                for tool in tools[shift:] + tools[:shift]:
+                    load = load_average()
+                    if tool != "llama.cpp":
+                        run = run_snapkv(args, document, threads, tool)
+                        if run["prompt_tokens"] != len(ids):
+                            raise RuntimeError(f"snapkv ask read {run['prompt_tokens']} prompt tokens, the ids given "
+                                               f"to llama.cpp are {len(ids)}: not the same prompt")
+                    else:
+                        run = run_llamacpp(args, gguf, ids, stop_ids, threads)
+                    run.update(round=round_index, length=length, load_average=load)
+                    runs.append(run)
+                    print(f"round {round_index + 1}/{args.rounds} {threads} thread(s) {length:>6} tokens "
+                          f"{run['tool']:<10} ttft {run['ttft_s']:7.2f} s  prefill {run['prefill_tokens_per_s']:7.1f} "
+                          f"tok/s  decode {run['decode_tokens_per_s']:5.1f} tok/s  rss {run['peak_rss_mb']:6.0f} MB",
+                          file=sys.stderr, flush=True)
+                    write_result(args.json, "llamacpp_peer", args, provenance(None, start),
+                                 gguf={"file": gguf.name, "sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()},
+                                 document={"source": "pydoc_data/topics.py of Python " + sys.version.split()[0],
+                                           "sha256": text_sha, "question": QUESTION},
+                                 runs=runs, summary=summarize(runs) if round_index else None)
+    rows = summarize(runs)
+    write_result(args.json, "llamacpp_peer", args, provenance(None, start),
+                 gguf={"file": gguf.name, "sha256": hashlib.sha256(gguf.read_bytes()).hexdigest()},
+                 document={"source": "pydoc_data/topics.py of Python " + sys.version.split()[0], "sha256": text_sha,
+                           "question": QUESTION},
+                 runs=runs, summary=rows)
+    table = markdown(rows, args.model)
+    if args.markdown:
+        args.markdown.write_text(table, encoding="utf-8")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""One decoding step of the default model, float32 against ``--decode-weights bfloat16``, timed and profiled per op.
+
+Prefills LENGTH tokens of prose once with the default method (budget 1024), then decodes from that compressed cache
+in rounds: in each round ``--steps`` steps with the weights as loaded, then ``--steps`` with the bfloat16 decode
+path (the order turning with the rounds), each step fed the token the step before chose (so both variants append
+to the same cache and read about the same number of keys). The ratio of the two step times is taken within each
+round. Then ``torch.profiler`` records ``--profile-steps`` steps of each variant and the JSON keeps each op's self
+CPU time per step (the top ``--top`` ops).
+
+Usage::
+
+    .venv/bin/python -m tools.probes.decode_step_profile --length 4096 --threads 1 --rounds 5 \\
+        --out docs/results/decode_step_profile.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+
+def profiled(step, steps: int, top: int) -> dict:
+    """``steps`` calls of ``step`` under ``torch.profiler``: the self CPU milliseconds per step, and the ``top`` ops by
+    self CPU time with their calls and milliseconds per step and their share."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    events = sorted(prof.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
+    total = sum(event.self_cpu_time_total for event in events)
+    return {"self_cpu_ms_per_step": round(total / 1000 / steps, 2),
+            "ops": [{"op": event.key, "calls_per_step": event.count / steps,
+                     "self_ms_per_step": round(event.self_cpu_time_total / 1000 / steps, 3),
+                     "share": round(event.self_cpu_time_total / total, 4)} for event in events[:top]]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default=None, help="a built-in model (default: the default model)")
+    parser.add_argument("--length", type=int, default=4096)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--profile-steps", type=int, default=8)
+    parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+
+    start = run_start()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from snapkv_cli.bench.grid import MethodGrid, default_label
+    from snapkv_cli.bench.speed import prose_ids
+    from snapkv_cli.engine import SnapKVCache, attached
+    from snapkv_cli.generation import prefill
+    from snapkv_cli.generation.decode_path import attach, detach
+    from snapkv_cli.models.loader import load_model
+
+    loaded = load_model(args.model, device="cpu", dtype="float32")
+    model = loaded.model
+    ids = prose_ids(loaded.tokenizer, args.length)
+    settings = MethodGrid().settings(default_label(), 1024)  # the default method, as the bench runs it
+    cache = SnapKVCache(settings=settings, config=model.config)
+    position = [len(ids)]
+    with attached(model), torch.inference_mode():
+        began = time.perf_counter()
+        logits = prefill(model, ids, cache)
+        prefill_s = time.perf_counter() - began
+        path = attach(model)
+        token = [int(logits.argmax())]
+
+        def step(fast: bool) -> None:
+            where = torch.tensor([[position[0]]])
+            with path.step() if fast else torch.no_grad():
+                out = model(torch.tensor([[token[0]]]), cache=cache, position_ids=where, cache_position=where[0],
+                            use_cache=True)
+            token[0], position[0] = int(out.logits[0, -1].argmax()), position[0] + 1
+
+        def timed(fast: bool, steps: int) -> float:
+            began = time.perf_counter()
+            for _ in range(steps):
+                step(fast)
+            return (time.perf_counter() - began) / steps
+
+        step(False), step(True)  # warm-up
+        per_round = []
+        for round_index in range(args.rounds):
+            order = (False, True) if round_index % 2 == 0 else (True, False)
+            times = {fast: timed(fast, args.steps) for fast in order}
+            per_round.append({"float32_ms": round(1000 * times[False], 2), "bf16_ms": round(1000 * times[True], 2),
+                              "speedup": round(times[False] / times[True], 3)})
+            print(f"round {round_index + 1}: float32 {1000 * times[False]:.1f} ms/step, bfloat16 steps "
+                  f"{1000 * times[True]:.1f} ms/step, x{times[False] / times[True]:.2f}", flush=True)
+        profiles = {}
+        for name, fast in (("float32", False), ("bf16_steps", True)):
+            profiles[name] = profiled(lambda fast=fast: step(fast), args.profile_steps, args.top)
+            print(f"{name}: " + ", ".join(f"{op['op']} {op['self_ms_per_step']:.1f} ms"
+                                          for op in profiles[name]["ops"][:6]), flush=True)
+        kept_keys = cache.get_seq_length()
+        copied = path.copied_bytes
+        detach(model)
+    speedups = sorted(row["speedup"] for row in per_round)
+    summary = {"speedup_median": statistics.median(speedups), "speedup_min": speedups[0],
+               "speedup_max": speedups[-1],
+               "float32_ms_median": statistics.median(row["float32_ms"] for row in per_round),
+               "bf16_ms_median": statistics.median(row["bf16_ms"] for row in per_round)}
+    print(summary)
+    if args.out:
+        write_result(args.out, "decode_step_profile", args, provenance(loaded, start), prompt_tokens=len(ids),
+                     prefill_s=round(prefill_s, 2), cache_positions=kept_keys, bf16_copy_bytes=copied,
+                     decode_path=path.describe(), rounds=per_round, summary=summary, profiles=profiles)
+
+
+if __name__ == "__main__":
+    main()

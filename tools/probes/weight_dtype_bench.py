@@ -1,0 +1,114 @@
+"""The default model's weights in float32, bfloat16 and int8 on a CPU: prefill and decode speed, load time and peak
+memory of ``snapkv ask``, side by side in one run.
+
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.probes.weight_dtype_bench --rounds 3 --threads 1 \
+        --json docs/results/weight_dtype.json
+
+Every measurement is a fresh ``snapkv ask --json`` process (its report gives prefill_s, decode tok/s, load_s and peak
+RSS); the variants take turns round after round, so a busy machine slows them alike, and each round's ratios to
+float32 are taken within the round. The load variants time :func:`snapkv_cli.models.loader.load_model` alone, also
+in fresh processes: ``bfloat16-at-load`` converts the float32 directory at every load (what a bfloat16 run did
+before the bfloat16 copy was saved once), ``bfloat16`` reads that copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ASK_VARIANTS = {"float32": ["--dtype", "float32"], "bfloat16": ["--dtype", "bfloat16"],
+                "int8": ["--dtype", "bfloat16", "--quantize", "int8"],
+                "float32-int8": ["--dtype", "float32", "--quantize", "int8"]}
+LOAD_VARIANTS = {"float32": ("float32", None, True), "bfloat16": ("bfloat16", None, True),
+                 "bfloat16-at-load": ("bfloat16", None, False), "int8": ("bfloat16", "int8", True)}
+
+LOAD_CHILD = """
+import json, sys, time
+from snapkv_cli.models import conversion, loader
+dtype, quantize, copy = sys.argv[1], sys.argv[2] or None, sys.argv[3] == "1"
+if not copy:
+    conversion.dtype_copy = lambda source, dtype, progress=None: source
+loaded = loader.load_model(None, device="cpu", dtype=dtype, quantize=quantize)
+print(json.dumps({"load_s": loaded.load_seconds, "dtype": str(loaded.dtype), "source": loaded.source,
+                  "quantization": loaded.quantization}))
+"""
+
+
+def environment(threads: int) -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+
+def ask(args, variant: str) -> dict:
+    command = [sys.executable, "-m", "snapkv_cli", "ask", args.doc, args.question, "--json", "--quiet",
+               "--max-new-tokens", str(args.max_new_tokens), *ASK_VARIANTS[variant]]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment(args.threads), check=True)
+    report = json.loads(done.stdout)
+    timings = report["timings"]
+    return {"prompt_tokens": report["prompt_tokens"], "prefill_s": timings["prefill_s"],
+            "prefill_tokens_per_s": round(report["prompt_tokens"] / timings["prefill_s"], 1),
+            "decode_tokens_per_s": timings["decode_tokens_per_s"], "generated_tokens": report["generated_tokens"],
+            "load_s": timings["load_s"], "peak_rss_mb": round(report["memory"]["peak_rss_bytes"] / 1e6),
+            "dtype": report["dtype"], "dtype_reason": report["dtype_reason"],
+            "quantization": report["quantization"], "answer": report["answer"]}
+
+
+def load(args, variant: str) -> dict:
+    dtype, quantize, copy = LOAD_VARIANTS[variant]
+    command = [sys.executable, "-c", LOAD_CHILD, dtype, quantize or "", "1" if copy else "0"]
+    done = subprocess.run(command, capture_output=True, text=True, env=environment(args.threads), check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def spread(values: list[float]) -> dict:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--doc", default="examples/annual_report.pdf")
+    parser.add_argument("--question", default="Who is the chief executive of Northwind Harbor Logistics?")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    start = run_start()
+    for variant in ASK_VARIANTS:  # the first use of a dtype may save its copy: not timed
+        ask(args, variant)
+    rounds = []
+    for number in range(args.rounds):
+        runs = {variant: ask(args, variant) for variant in ASK_VARIANTS}
+        loads = {variant: load(args, variant) for variant in LOAD_VARIANTS}
+        rounds.append({"ask": runs, "load": loads})
+        print(f"round {number + 1}: " + "; ".join(
+            f"{name} prefill {run['prefill_tokens_per_s']} tok/s, decode {run['decode_tokens_per_s']} tok/s, "
+            f"rss {run['peak_rss_mb']} MB" for name, run in runs.items()), flush=True)
+        print("  load_s: " + ", ".join(f"{name} {value['load_s']:.3f}" for name, value in loads.items()), flush=True)
+    summary = {}
+    for variant in ASK_VARIANTS:
+        runs = [one["ask"][variant] for one in rounds]
+        base = [one["ask"]["float32"] for one in rounds]
+        summary[variant] = {
+            key: spread([run[key] for run in runs])
+            for key in ("prefill_tokens_per_s", "decode_tokens_per_s", "load_s", "peak_rss_mb")}
+        summary[variant]["prefill_vs_float32"] = spread(
+            [round(run["prefill_tokens_per_s"] / ref["prefill_tokens_per_s"], 2) for run, ref in zip(runs, base)])
+        summary[variant]["decode_vs_float32"] = spread(
+            [round(run["decode_tokens_per_s"] / ref["decode_tokens_per_s"], 2) for run, ref in zip(runs, base)])
+        summary[variant]["answers"] = sorted({run["answer"] for run in runs})
+    loads = {variant: spread([one["load"][variant]["load_s"] for one in rounds]) for variant in LOAD_VARIANTS}
+    print(json.dumps({"ask": summary, "load_s": loads}, indent=1))
+    if args.json:
+        write_result(args.json, "weight_dtype", args, provenance(None, start), rounds=rounds, summary=summary,
+                     load_s=loads)
+
+
+if __name__ == "__main__":
+    main()
