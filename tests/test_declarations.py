@@ -162,8 +162,8 @@ def test_a_new_setting_and_method_reach_the_cli_report_bench_and_docs(extended, 
     assert rejected.exit_code == 1 and "dummykv+causalpool+loudknob" in rejected.stderr  # the label's order
 
     # the README's table of methods
-    from tools import tables  # reads the registry when it renders, so it sees the extended one
-    assert "| `dummykv` | [Dummy](https://example.org/dummy) | what SnapKV keeps |" in tables.methods_table()
+    from tools.docs import methods_table  # reads the registry when it renders, so it sees the extended one
+    assert "| `dummykv` | [Dummy](https://example.org/dummy) | what SnapKV keeps |" in methods_table.methods_table()
 
 
 def test_new_generation_options_reach_every_command_its_help_the_run_the_json_and_the_errors(

@@ -46,20 +46,26 @@ def test_the_methods_table_follows_the_method_registry(tables, monkeypatch):
                if "<!-- generated: methods-table -->" in file.read_text(encoding="utf-8")]
     assert "docs/methods.md: methods-table" in holding
     assert tables.process(write=False) == holding
-    assert "| `dummykv` | [Dummy](https://example.org/dummy) | nothing it did not keep |" in tables.methods_table()
+    from tools.docs import methods_table
+
+    assert ("| `dummykv` | [Dummy](https://example.org/dummy) | nothing it did not keep |"
+            in methods_table.methods_table())
 
 
 def test_the_check_catches_an_edited_number(tables, tmp_path, monkeypatch):
     """Change one outcome in a copy of a committed accuracy JSON: the regenerated table must differ."""
     source = next(p for p in sorted(DOCS.glob("results/*.json")) if json.loads(p.read_text())["kind"] == "accuracy")
     report = json.loads(source.read_text())
-    before = tables.accuracy_table(source.relative_to(DOCS).as_posix())
+    from tools.bench import accuracy
+    from tools.docs import prose
+
+    before = accuracy.accuracy_table(source.relative_to(DOCS).as_posix())
     changed = next(o for o in report["outcomes"] if o["method"] != "full")
     changed["correct"] = not changed["correct"]
     copy = tmp_path / "copy.json"
     copy.write_text(json.dumps(report))
-    monkeypatch.setattr(tables, "DOCS", tmp_path)
-    assert tables.accuracy_table("copy.json") != before
+    monkeypatch.setattr(prose, "DOCS", tmp_path)
+    assert accuracy.accuracy_table("copy.json") != before
 
 
 def _copy_of(tables, tmp_path, monkeypatch, name: str) -> Path:
@@ -238,8 +244,11 @@ def test_retention_pooled_pools_tasks_and_lengths_by_pair(tables, tmp_path, monk
     plan = {"window_size": 32, "kernel_size": 15, "pooling": "maxpool", "gqa_aggregation": "mean",
             "max_new_tokens": None, "split": "test", "lengths": [4096, 8192], "tasks": ["single_needle", "multi_key"]}
     (tmp_path / "run.json").write_text(json.dumps({"plan": plan, "provenance": {}, "outcomes": outcomes}))
-    monkeypatch.setattr(tables, "DOCS", tmp_path)
-    table = tables.retention_pooled("run.json", "methods=snapkv,adakv", "budgets=128,256")
+    from tools.bench import accuracy
+    from tools.docs import prose
+
+    monkeypatch.setattr(prose, "DOCS", tmp_path)
+    table = accuracy.retention_pooled("run.json", "methods=snapkv,adakv", "budgets=128,256")
     assert "| 128 | 2 / 3 (66.7%) [21-94] | not run |" in table
     assert "| 256 | not run | not run |" in table
 
@@ -258,8 +267,10 @@ def test_needle_cells_kept_count_only_the_cells_a_budget_compressed(tables):
                 cell(4096, 0, "snapkv", 1024, True, 3900),  # the full cache missed it: not a cell to keep
                 cell(1024, 0, "snapkv", 256, True, 880), cell(2048, 0, "snapkv", 256, True, 1900),
                 cell(2048, 50, "snapkv", 256, True, 1900)]
-    kept, full_exact = tables._niah_kept(outcomes)
+    from tools.bench import niah
+
+    kept, full_exact = niah._niah_kept(outcomes)
     assert full_exact == 3
     assert kept[("snapkv", 1024)] == (1, 2) and kept[("snapkv", 256)] == (3, 3)
-    assert tables._kept_text(kept[("snapkv", 1024)], full_exact) == "1/2 (+1 not compressed)"
-    assert tables._kept_text(kept[("snapkv", 256)], full_exact) == "3/3"
+    assert niah._kept_text(kept[("snapkv", 1024)], full_exact) == "1/2 (+1 not compressed)"
+    assert niah._kept_text(kept[("snapkv", 256)], full_exact) == "3/3"

@@ -188,19 +188,20 @@ def test_niah_benchmark_smoke_run(tiny_model_path, tmp_path, monkeypatch):
 def _check_docs_table(report: dict, markdown: str, folder, monkeypatch):
     """tools/docs/tables.py renders the command's own table from its JSON, checks the stored cells, and an edited
     outcome changes both the table and the check."""
-    from tools.docs import tables
+    from tools.bench import niah
+    from tools.docs import prose, tables
     (folder / "results" / "niah").mkdir(parents=True)
     stored = folder / "results" / "niah" / "niah.json"
     stored.write_text(json.dumps(report))
-    monkeypatch.setattr(tables, "DOCS", folder)  # the real docs are not touched
+    monkeypatch.setattr(prose, "DOCS", folder)  # the real docs are not touched
     monkeypatch.setattr(tables, "ROOT", folder)
-    rendered = tables.niah_table("results/niah/niah.json")
+    rendered = niah.niah_table("results/niah/niah.json")
     assert rendered == markdown
     assert tables.stored_summaries_mismatches() == []
     changed = next(o for o in report["outcomes"] if o["method"] == "snapkv")
     changed["exact"] = not changed["exact"]
     stored.write_text(json.dumps(report))
-    assert tables.niah_table("results/niah/niah.json") != rendered
+    assert niah.niah_table("results/niah/niah.json") != rendered
     assert tables.stored_summaries_mismatches() == ["results/niah/niah.json: stored cells differ from the outcomes"]
 
 

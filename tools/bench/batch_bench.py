@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from tools import ROOT
+from tools.docs import prose
 
 SNAPKV = Path(sys.executable).parent / "snapkv"
 QUESTIONS = ["What is the shipment code of the depot?", "Who is the manager of the depot?",
@@ -162,6 +163,46 @@ def main() -> None:
     print(text)
     if options.out:
         options.out.write_text(text + "\n", encoding="utf-8")
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def batch_table(path: str) -> str:
+    """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""
+    report = prose.load(path)
+    wall, answer = report["wall_s"], report["answer_s_mean"]
+    questions = report["documents"] * len(report["questions"])
+    labels = {"loop": f"shell loop of `snapkv ask -Q x{len(report['questions'])}`, {report['documents']} processes",
+              "batch": "`snapkv batch`, one process", "ray": "`snapkv batch --ray --workers 2`"}
+    rows = []
+    for name, label in labels.items():
+        speedup = f"{wall['loop'] / wall[name]:.2f}x"
+        if name == "ray":
+            speedup += f" ({wall['batch'] / wall['ray']:.2f}x over one process)"
+        rows.append([label, f"{wall[name]:.1f} s", f"{wall[name] / questions:.2f} s", f"{answer[name]:.2f} s",
+                     "1x" if name == "loop" else f"**{speedup}**"])
+    return prose.table((["way", "wall time", f"per question (wall / {questions})", "a worker's time per answer",
+                         "speed-up"], rows))
+
+
+def batch_facts(path: str) -> dict[str, str]:
+    """``py``: the three ways' wall times and speed-ups, and how many answers agree with the loop's."""
+    report = prose.load(path)
+    wall, same, correct = report["wall_s"], report["same_answers_as_loop"], report["correct"]
+    questions = report["documents"] * len(report["questions"])
+    return {
+        "questions-per-document": str(len(report["questions"])), "documents": str(report["documents"]),
+        "questions": str(questions), "method": prose.method_ran(report),
+        "loop": f"{wall['loop']:.0f} s", "batch": f"{wall['batch']:.0f} s", "ray": f"{wall['ray']:.0f} s",
+        "batch-speedup": f"{wall['loop'] / wall['batch']:.1f}x", "ray-speedup": f"{wall['loop'] / wall['ray']:.1f}x",
+        "same-batch": f"{same['batch']}/{questions}", "same-ray": f"{same['ray']}/{questions}",
+        "right-loop": str(correct["loop"]), "right-batch": str(correct["batch"]), "right-ray": str(correct["ray"]),
+    }
+
+
+TABLES = {"batch-table": batch_table}
+FACTS = {"batch": batch_facts}
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from tools.docs import prose
+
 SNAPKV = "snapkv"
 CURRENT_DEFAULT = "defensivekv+uniformheads+causalpool"
 CANDIDATES = (SNAPKV, "snapkv+pyramid", "snapkv+sharedheads", CURRENT_DEFAULT)
@@ -167,6 +169,51 @@ def main() -> int:
         args.json.write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def default_rule_table(folder: str) -> str:
+    """The committed default-method rule applied to its confirmation run (recomputed from the run's JSON)."""
+    result = decide(prose.DOCS / folder)
+    prefill = result["prefill_vs_snapkv"]
+    rows = []
+    for budget, block in result["budgets"].items():
+        for label, row in block["candidates"].items():
+            against = row["against_best"]
+            cost = prefill.get(label)
+            rows.append([label, str(budget), f"{row['kept']} / {result['full_right_pairs']}",
+                         f"{row['docqa_kept']} / {result['docqa_full_right_pairs']}",
+                         f"{100 * against['difference']:+.1f} points [{100 * against['interval'][0]:+.1f}, "
+                         f"{100 * against['interval'][1]:+.1f}]" + (" tie" if against["tie"] else ""),
+                         ", ".join(f"{length // 1024}k {depth:.0f}%" for length, depth in row["niah_lost"]) or "none",
+                         f"{cost['median']:.2f} ({cost['min']:.2f}-{cost['max']:.2f})"
+                         if cost and str(budget) == "1024" else "-"])
+    header = ["candidate", "budget", "full cache's right answers kept", "of which docqa",
+              "against the best (95% interval)", "needle cells lost", "prefill / SnapKV's (8k, 1024)"]
+    return prose.table((header, rows))
+
+
+def default_rule_facts(folder: str) -> dict[str, str]:
+    """The default-method rule on its confirmation run: the full cache's right answers, each candidate's kept
+    (``kept-1024-snapkv``; the default method as ``default``), the verdict on SnapKV at 1024 and the rule's outcome."""
+    result = decide(prose.DOCS / folder)
+    if result["default"] != prose.DEFAULT_METHOD:
+        raise ValueError(f"the rule picked {result['default']}, but the CLI's default is {prose.DEFAULT_METHOD}")
+    snapkv = result["budgets"][1024]["candidates"]["snapkv"]["against_best"]
+    facts = {"full": str(result["full_right_pairs"]), "best-1024": f"`{result['budgets'][1024]['best']}`",
+             "outcome": f"`{result['default']}`", "why": result["why"],
+             "best-256": f"`{result['small_budget_choice']}`",
+             "snapkv-1024": "a tie by the rule" if snapkv["tie"] else "a loss"}
+    for budget, block in result["budgets"].items():
+        for label, row in block["candidates"].items():
+            facts[f"kept-{budget}-{'default' if label == prose.DEFAULT_METHOD else label}"] = str(row["kept"])
+    return facts
+
+
+TABLES = {"default-rule": default_rule_table}
+FACTS = {"default-rule": default_rule_facts}
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from snapkv_cli.bench.retention import wilson_interval
+from tools.docs import prose
 
 
 def _label(outcome: dict) -> str:
@@ -141,6 +142,77 @@ def main() -> int:
     args = parser.parse_args()
     print(json.dumps(summarize(args.folder, args.reference, args.candidate, args.niah_reference), indent=1))
     return 0
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def dtype_retention(folder: str, *niah_reference: str, candidate: str = "bfloat16",
+                    header: str = "float32's right answers kept in bfloat16") -> str:
+    """What bfloat16 weights (or another ``candidate`` run of the folder) keep of float32's right answers (bench test
+    split) and exact needle cells, paired; a candidate without a needle run says so in its needle column."""
+    summary = summarize(prose.DOCS / folder, "float32", candidate, [prose.DOCS / path for path in niah_reference])
+    niah_rows = summary["niah"]["by_label"] if "niah" in summary else None
+    rows = []
+    for label, row in summary["accuracy"]["by_label"].items():
+        niah = (niah_rows or {}).get(label, {})
+        rows.append([label, f"{row['kept']} / {row['reference_correct']}", prose.interval(row["retention_interval"]),
+                     f"+{row['gained']} -{row['lost']}", f"{row['same_answer']} / {row['pairs']}",
+                     "not run" if niah_rows is None else
+                     f"{niah.get('kept', '-')} / {niah.get('reference_exact', '-')}"])
+    total = summary["accuracy"]["pooled"]
+    if "docqa" in summary:
+        questions = summary["docqa"]
+        rows.append(["of which questions about real documents (docqa)",
+                     f"{questions['kept']} / {questions['reference_correct']}",
+                     prose.interval(questions["retention_interval"]),
+                     f"+{questions['gained']} -{questions['lost']}", "", ""])
+    rows.append(["all", f"{total['kept']} / {total['reference_correct']} ({100 * total['retention']:.1f}%)",
+                 prose.interval(total["retention_interval"]), f"+{total['gained']} -{total['lost']}", "",
+                 "not run" if niah_rows is None else f"{summary['niah']['lost_cells']} lost"])
+    return prose.table((["method", header, "interval", "gained / lost", "identical answers", "exact needle cells kept"],
+                        rows))
+
+
+def decode_weights_retention(folder: str, *niah_reference: str) -> str:
+    """What bfloat16 decoding steps (``--decode-weights bfloat16``, the folder's ``decode-bf16`` runs) keep of
+    float32's right answers and exact needle cells, paired as :func:`dtype_retention`."""
+    return dtype_retention(folder, *niah_reference, candidate="decode-bf16",
+                           header="float32's right answers kept with bfloat16 decoding steps")
+
+
+def decode_int4_retention(folder: str, *niah_reference: str) -> str:
+    """What int4 decoding steps (``--decode-weights int4``, the folder's ``decode-int4`` runs) keep of float32's right
+    answers and exact needle cells, paired as :func:`dtype_retention`."""
+    return dtype_retention(folder, *niah_reference, candidate="decode-int4",
+                           header="float32's right answers kept with int4 decoding steps")
+
+
+def decode_weights_retention_facts(folder: str, candidate: str = "decode-bf16") -> dict[str, str]:
+    """The ``candidate`` decoding steps' pooled retention of float32's right answers (the folder's ``decode-bf16``
+    runs unless named): ``kept`` ("46 of 48"), ``share``, ``lost``, ``gained``, and how many answers were the same
+    text (``identical``)."""
+    summary = summarize(prose.DOCS / folder, "float32", candidate)
+    total, rows = summary["accuracy"]["pooled"], summary["accuracy"]["by_label"].values()
+    return {"kept": f"{total['kept']} of {total['reference_correct']}", "share": f"{100 * total['retention']:.1f}%",
+            "lost": str(total["lost"]), "gained": str(total["gained"]),
+            "identical": f"{sum(row['same_answer'] for row in rows)} of {sum(row['pairs'] for row in rows)}"}
+
+
+def decode_int4_retention_facts(folder: str) -> dict[str, str]:
+    """:func:`decode_weights_retention_facts` of the folder's ``decode-int4`` runs."""
+    return decode_weights_retention_facts(folder, "decode-int4")
+
+
+TABLES = {
+    "dtype-retention": dtype_retention,
+    "decode-weights-retention": decode_weights_retention,
+    "decode-int4-retention": decode_int4_retention,
+}
+FACTS = {
+    "decode-weights-retention": decode_weights_retention_facts,
+    "decode-int4-retention": decode_int4_retention_facts,
+}
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 
 def measure(model: str, length: int, method: str, budget: int | None, new_tokens: int, chunk: int | None,
             threads: int | None) -> dict:
@@ -237,6 +239,17 @@ def main() -> None:
                                  args.prefill_chunk, args.threads)), flush=True)
     else:
         run_all(args)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def long_cost_table(path: str) -> str:
+    """``tools/bench/py``: cost against prompt length, every run, and the growth exponents."""
+    return markdown(prose.load(path)["runs"])
+
+
+TABLES = {"long-cost-table": long_cost_table}
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 
 def measure(length: int, chunk: int | None, model: str) -> dict:
     from snapkv_cli.generation.allocator import return_freed_memory_to_os
@@ -119,6 +121,38 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     if args.out:
         write_result(args.out, "long_memory", args, provenance(None, start), runs=rows)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def long_memory_table(path: str) -> str:
+    """``tools/bench/py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
+    mib = 2**20
+    rows = []
+    for run in prose.load(path)["runs"]:
+        others = run["peak_above_loaded"] - run["largest_mask_bytes_with_float_copy"] - run["kv_deferred"]
+        rows.append([f"{run['length']:,}", f"{run['chunk']:,}" if run["chunk"] else "one pass",
+                     f"{run['prefill_s']:.0f}", f"{run['peak'] / mib:,.0f}", f"{run['rss_loaded'] / mib:,.0f}",
+                     f"{run['weights'] / mib:,.0f}", f"{run['peak_above_loaded'] / mib:,.0f}",
+                     f"{run['largest_mask_bytes_with_float_copy'] / mib:,.0f}", f"{run['kv_deferred'] / mib:,.0f}",
+                     f"{others / mib:,.0f}", f"{run['kv_stored'] / mib:,.1f}"])
+    return prose.table((["tokens", "prefill chunk", "prefill s", "peak RSS MiB", "loaded MiB", "of which weights",
+                         "peak above loaded", "largest mask (bool + float copy)", "global KV held until the last chunk",
+                         "rest (activations, allocator)", "KV kept MiB"], rows))
+
+
+def long_memory_facts(path: str) -> dict[str, str]:
+    """``tools/bench/py``: the longest prefill's lowest peak RSS and the chunks it ran in."""
+    report = prose.load(path)
+    longest = max(run["length"] for run in report["runs"])
+    run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])
+    return {"longest": f"{longest:,}", "model": report["args"]["model"], "chunk": f"{run['chunk']:,}",
+            "peak": f"{run['peak'] / 2**20:,.0f} MiB", "commit": prose.commits((path,))}
+
+
+TABLES = {"long-memory-table": long_memory_table}
+FACTS = {"long-memory": long_memory_facts}
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from tools.docs import prose
+
 METHODS = ("snapkv", "pyramidkv", "adakv", "criticalkv", "defensivekv", "chunkkv", "defensivekv+uniformheads")
 
 
@@ -124,6 +126,30 @@ def main() -> int:
         write_result(args.out, "methods_timing", args, provenance(loaded, start), prompt_tokens=len(ids), runs=runs,
                      rows=rows)
     return 0
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def methods_timing(path: str) -> str:
+    """``tools/bench/py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
+    the runs."""
+    return markdown(summarize(prose.load(path)["runs"]))
+
+
+def methods_timing_facts(path: str) -> dict[str, str]:
+    """``tools/bench/py``: the prompt, budget, decoded tokens, rounds and threads, and where it ran."""
+    report = prose.load(path)
+    args, where = report["args"], report["provenance"]
+    return {"prompt-tokens": f"{report['prompt_tokens']:,}", "budget": str(args["budget"]),
+            "new-tokens": str(args["new_tokens"]), "rounds": str(args["rounds"]),
+            "threads": str(where["machine"]["torch_threads"]), "commit": prose.commit(where),
+            "load-before": f"{where['load_average_before'][0]:.1f}",
+            "load-after": f"{where['load_average_after'][0]:.1f}"}
+
+
+TABLES = {"methods-timing": methods_timing}
+FACTS = {"methods-timing": methods_timing_facts}
 
 
 if __name__ == "__main__":

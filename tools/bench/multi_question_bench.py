@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from tools import ROOT
+from tools.docs import prose
 
 QUESTIONS = [
     "What is the coastguard code of Skerrow Point Light?",
@@ -217,6 +218,102 @@ def main() -> None:
     print(text)
     if options.out:
         options.out.write_text(text + "\n", encoding="utf-8")
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def multi_question_runs(path: str) -> str:
+    """multi_question.md's wall-time table."""
+    report = prose.load(path)
+    wall = report["wall_s"]
+    separate = sum(wall["separate_each"])
+    each = ", ".join(f"{seconds:.1f}" for seconds in wall["separate_each"])
+    megabytes = report["doc_cache_bytes"] / 1e6
+    rows = [
+        [f"{len(wall['separate_each'])} separate `snapkv ask DOC QUESTION --json`", f"{separate:.1f} s ({each})", "1x"],
+        ["1 `snapkv ask DOC --questions FILE --json`", f"{wall['multi']:.1f} s",
+         f"**{separate / wall['multi']:.1f}x**"],
+        [f"same with `--cache-docs`, empty cache (prefills and stores {megabytes:.0f} MB)",
+         f"{wall['cached_first_run']:.1f} s", f"{separate / wall['cached_first_run']:.1f}x"],
+        ["same with `--cache-docs` again (loads the prefix from disk)", f"{wall['cached_second_run']:.1f} s",
+         f"**{separate / wall['cached_second_run']:.1f}x**"],
+    ]
+    return prose.table((["run", "wall time", "speed-up"], rows))
+
+
+def multi_question_per_question(path: str) -> str:
+    """multi_question.md's per-question table (cold separate run vs from the disk cache)."""
+    report = prose.load(path)
+    times = report["per_question_s"]
+    rows = []
+    for index, (cold, cached) in enumerate(zip(times["cold"], times["cached"]), start=1):
+        label = f"{index} (loads the prefix: {times['cached_prefix_load_s']:.2f} s of it)" if index == 1 else str(index)
+        rows.append([label, f"{cold:.1f} s", f"{cached:.1f} s", f"{cold / cached:.1f}x"])
+    return prose.table((["question", "cold (separate run)", "from the disk cache", "ratio"], rows))
+
+
+def multi_question_dtype(path: str) -> str:
+    """multi_question.md's float32-vs-float16 table, from ``--dtype-check``."""
+    check = prose.load(path)["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    rows = [
+        ["prefix file", f"{check['prefix_kv_bytes_float32'] / 1e6:.0f} MB "
+                        f"({check['prefix_kv_bytes_float32'] / check['prefix_tokens'] / 1e3:.0f} KB per token)",
+         f"{check['prefix_kv_bytes_float16'] / 1e6:.0f} MB"],
+        ["kept sets (layer x KV head x question) identical to float32", f"{total}/{total}", f"{same}/{total}"],
+        ["kept positions shared with float32, mean / worst head", "100%",
+         f"{100 * check['mean_kept_overlap']:.2f}% / {100 * check['min_kept_overlap']:.2f}%"],
+        ["selection scores, largest absolute difference", "0", f"{check['max_abs_score_difference']:.4f}"],
+        ["answers identical to float32", f"{answers}/{answers}", f"{check['same_answers']}/{answers}"],
+        ["float32 answers identical to the CLI's (`snapkv ask`)",
+         {True: "yes", False: "no"}.get(check.get("float32_matches_cli"), "not checked"), "-"],
+    ]
+    return prose.table((["", "float32 (stored as is)", "rounded through float16"], rows))
+
+
+def multi_question_facts(path: str) -> dict[str, str]:
+    """``py``: the run (commit, threads, load), the prompt and its prefix, the wall times of
+    separate runs, one multi-question run and the document cache's two runs with their speed-ups, each question
+    cold and cached, the answers, and the float16 check (``dtype-...``)."""
+    report = prose.load(path)
+    git = report.get("git") or {}
+    wall, times = report["wall_s"], report["per_question_s"]
+    separate = sum(wall["separate_each"])
+    ratios = [cold / cached for cold, cached in zip(times["cold"], times["cached"])]
+    check = report["dtype_check"]
+    same, total = (int(part) for part in check["identical_kept_sets"].split("/"))
+    answers = len(check["answers_float32"])
+    return {
+        "commit": f"`{git['commit'][:10]}`" if git.get("commit") else "a commit the JSON does not record",
+        "threads": str(report["threads"]), "max-new-tokens": str(report["max_new_tokens"]),
+        "load-before": f"{report['load_average_before'][0]:.1f}",
+        "load-after": f"{report['load_average_after'][0]:.1f}",
+        "method": prose.method_ran(report),
+        "prompt-tokens": f"{report['prompt_tokens']:,}", "prefix-tokens": f"{report['prefix_tokens']:,}",
+        "cache-entry": f"{report['doc_cache_bytes'] / 1e6:.0f} MB", "questions": str(len(times["cold"])),
+        "separate": f"{separate:.0f} s", "multi": f"{wall['multi']:.0f} s",
+        "multi-speedup": f"{separate / wall['multi']:.1f}x", "cached": f"{wall['cached_second_run']:.1f} s",
+        "cached-speedup": f"{separate / wall['cached_second_run']:.1f}x",
+        "cached-each": f"{min(times['cached']):.0f}-{max(times['cached']):.0f} s",
+        "cold-each": f"{min(times['cold']):.0f}-{max(times['cold']):.0f} s",
+        "cold-vs-cached": f"{min(ratios):.0f}x to {max(ratios):.0f}x",
+        "prefix-prefill": f"{times['multi_prefix_prefill_s']:.1f} s",
+        "prefix-load": f"{times['cached_prefix_load_s']:.2f} s",
+        "storing": f"{wall['cached_first_run'] - wall['multi']:+.1f} s",
+        "right": f"{sum(report['correct'])} of {len(report['correct'])}",
+        "dtype-kept-sets-changed": f"{total - same} of {total}",
+        "dtype-answers-changed": f"{answers - check['same_answers']} of {answers}",
+    }
+
+
+TABLES = {
+    "multi-question-runs": multi_question_runs,
+    "multi-question-per-question": multi_question_per_question,
+    "multi-question-dtype": multi_question_dtype,
+}
+FACTS = {"multi-question": multi_question_facts}
 
 
 if __name__ == "__main__":

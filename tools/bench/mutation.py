@@ -509,5 +509,8 @@ def main() -> None:
         report()
 
 
+TABLES = {"mutation-groups": groups_table}
+
+
 if __name__ == "__main__":
     main()

@@ -33,6 +33,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools.docs import prose
+
 VARIANTS = ("plain", "default", "snapkv", "full", "hooks", "default-mmap64k")
 COMPRESSING = "default"  # the variant the memory target is about: what `snapkv ask` runs
 
@@ -181,6 +183,77 @@ def main() -> int:
     if args.json_path:
         write_result(args.json_path, "prefill", args, provenance(None, start), runs=runs, summary=summary)
     return 0
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def prefill_table(path: str) -> str:
+    """``tools/bench/py``: each variant's prefill in fresh processes, medians and the per-round ratio to
+    plain transformers (wall and CPU time), recomputed from the runs."""
+    report = prose.load(path)
+    summary = summarize(report["runs"])
+    methods = {run["variant"]: run.get("method") for run in report["runs"]}
+    rows = []
+    for variant, row in summary.items():
+        if variant == "memory_target":
+            continue
+        per_round = ", ".join(prose.change(ratio) for ratio in row["wall_vs_plain_per_round"])
+        rows.append([f"`{variant}`", f"`{methods[variant]}`" if methods[variant] else "-", f"{row['wall_s']:.2f}",
+                     f"{row['selection_s']:.2f}", prose.change(row["wall_vs_plain_median"]), per_round,
+                     prose.change(row["cpu_vs_plain_median"]), f"{row['sys_s']:.2f}",
+                     f"{row['minor_faults'] / 1e6:.2f}", f"{row['peak_rss_bytes'] / 2**20:.0f}",
+                     f"{row['kv_bytes'] / 2**20:.1f}"])
+    return prose.table((["variant", "method", "wall s", "of which selection s", "wall vs plain (median)",
+                         "wall vs plain, each round", "CPU vs plain", "sys s", "minor faults (M)", "peak RSS MiB",
+                         "KV MiB"], rows))
+
+
+def prefill_facts(path: str) -> dict[str, str]:
+    """``tools/bench/py`` in fresh processes: per variant (``default``, ``snapkv``) the median wall and
+    CPU time against plain transformers, each round's range, its selection's share; the memory target."""
+    report = prose.load(path)
+    summary = summarize(report["runs"])
+    methods = {run["variant"]: run.get("method") for run in report["runs"]}
+    facts = {"length": f"{report['args']['length']:,}", "budget": str(report["args"]["budget"]),
+             "commit": prose.commits((path,))}
+    for variant, row in summary.items():
+        if variant == "memory_target":
+            facts |= {"rss-below-full": f"{row['peak_rss_below_full'] / 2**20:.0f} MiB",
+                      "kv-saved": f"{row['kv_bytes_saved'] / 2**20:.0f} MiB",
+                      "memory-share": f"{row['share_of_saved']:.0%}"}
+            continue
+        rounds = row["wall_vs_plain_per_round"]
+        facts |= {f"{variant}-method": prose.method_ran({"method": methods[variant]}),
+                  f"{variant}-wall": prose.change(row["wall_vs_plain_median"]),
+                  f"{variant}-cpu": prose.change(row["cpu_vs_plain_median"]),
+                  f"{variant}-rounds": f"{prose.change(min(rounds))} to {prose.change(max(rounds))}",
+                  f"{variant}-round-count": str(len(rounds)),
+                  f"{variant}-selection": f"{row['selection_s']:.1f} s", f"{variant}-prefill": f"{row['wall_s']:.1f} s",
+                  f"{variant}-selection-share": f"{100 * row['selection_s'] / row['wall_s']:.0f}%"}
+    return facts
+
+
+def prefill_pooled_facts(*paths: str) -> dict[str, str]:
+    """Several ``tools/bench/py`` runs of the same variants pooled round by round: per variant the median of
+    every round's wall time against plain transformers (``default-wall``), the rounds' range and count."""
+    import statistics
+
+    rounds: dict[str, list[float]] = {}
+    for path in paths:
+        for variant, row in summarize(prose.load(path)["runs"]).items():
+            if variant != "memory_target":
+                rounds.setdefault(variant, []).extend(row["wall_vs_plain_per_round"])
+    facts = {}
+    for variant, ratios in rounds.items():
+        facts |= {f"{variant}-wall": prose.change(statistics.median(ratios)),
+                  f"{variant}-rounds": f"{prose.change(min(ratios))} to {prose.change(max(ratios))}",
+                  f"{variant}-round-count": str(len(ratios))}
+    return facts
+
+
+TABLES = {"prefill-table": prefill_table}
+FACTS = {"prefill": prefill_facts, "prefill-pooled": prefill_pooled_facts}
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from snapkv_cli.bench.provenance import provenance, run_start, write_result
 from snapkv_cli.doc_cache import DOC_CACHE_ENV
 from tools import ROOT
 from tools.bench.multi_question_bench import QUESTIONS, build_document
+from tools.docs import prose
 
 MAX_NEW_TOKENS = 32
 
@@ -197,6 +198,44 @@ def main() -> None:
     print(json.dumps(result, indent=1))
     if args.out:
         write_result(args.out, "serve_bench", args, provenance(None, start), **result)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def serve_table(path: str) -> str:
+    """``tools/bench/py``: a cold ask against the same question to a running server, per paired round."""
+    report = prose.load(path)["cold_vs_warm"]
+    rows = [[str(index + 1), f"{run['cold_s']:.1f} s", f"{run['warm_s']:.2f} s", f"{run['ratio']:.1f}x",
+             f"{run['warm_time_to_first_text_s']:.2f} s", "yes" if run["same_answer"] else "no"]
+            for index, run in enumerate(report["rounds"])]
+    return prose.table((["round", "cold `snapkv ask` (model load included)", "the server, prefix held",
+                         "less wall time", "server: first text after", "same answer"], rows))
+
+
+def serve_facts(path: str) -> dict[str, str]:
+    """``tools/bench/py``: the paired rounds' median ratio and range, and the many-clients run."""
+    report = prose.load(path)
+    warm, many = report["cold_vs_warm"], report["concurrent"]
+    return {
+        "tokens": f"{report['document_tokens']:,}", "new-tokens": str(report["max_new_tokens"]),
+        "rounds": str(len(warm["rounds"])), "ratio": f"{warm['ratio']['median']:.1f}x",
+        "ratio-range": f"{warm['ratio']['min']:.1f}-{warm['ratio']['max']:.1f}x",
+        "cold": f"{warm['cold_s']['median']:.1f} s", "warm": f"{warm['warm_s']['median']:.2f} s",
+        "first-text": f"{warm['warm_time_to_first_text_s']['median']:.2f} s",
+        "startup": f"{report['server']['startup_s']:.1f} s",
+        "clients": str(many["clients"]), "questions": str(many["questions_per_client"]),
+        "documents": str(many["documents"]), "requests": str(many["requests"]),
+        "as-serial": f"{many['answers_as_serial']}/{many['requests']}", "wall": f"{many['wall_s']:.0f} s",
+        "p50": f"{many['p50_s']:.1f} s", "p95": f"{many['p95_s']:.1f} s",
+        "held": f"{many['most_held_prefix_bytes'] / 2**20:.0f} MiB", "cap": f"{many['keep_mb']:.0f} MiB",
+        "rss": f"{many['peak_rss_bytes'] / 2**30:.2f} GiB",
+        "model-rss": f"{report['server']['model_rss_bytes'] / 2**30:.2f} GiB",
+    }
+
+
+TABLES = {"serve-table": serve_table}
+FACTS = {"serve": serve_facts}
 
 
 if __name__ == "__main__":

@@ -534,3 +534,6 @@ def json_schema(kind: str) -> str:
     keys = {"ask": ask_keys, "inspect": inspect_keys}[kind]()
     rows = [[f"`{path}`", type_, _meaning(path, kind)] for path, type_ in keys]
     return _table(["key", "type", "meaning"], rows)
+
+
+TABLES = {"usage-index": command_index, "usage-commands": command_reference, "json-schema": json_schema}

@@ -40,6 +40,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 EAGER = ("float32", "bf16")
 # compiled variant: (the eager variant it compiles, inductor's freezing)
 COMPILED = {"static_float32_frozen": ("float32", True), "static_bf16_frozen": ("bf16", True),
@@ -171,6 +173,32 @@ def main() -> None:
 
         write_result(args.out, "compiled_decode_probe", args, provenance(None, start), runs=runs, summary=summary,
                      native_bf16=native_bf16_feature())
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def compiled_decode_table(path: str) -> str:
+    """``tools/probes/py``: per compiled variant and inductor cache, its compile time, step times
+    (median of the rounds) next to the eager steps of the same process, its speed against the eager bfloat16 steps
+    (median, min-max of the rounds) and whether it chose the eager steps' tokens."""
+    import statistics
+
+    report = prose.load(path)
+    rows = []
+    for run in report["runs"]:
+        variant = run["variant"]
+        median = {name: statistics.median(r[name] for r in run["rounds"]) for name in ("float32", "bf16", variant)}
+        ratios = [r[f"{variant}_vs_bf16"] for r in run["rounds"]]
+        rows.append([f"`{variant}`", run["inductor_cache"], f"{run['compile_s']:.0f} s",
+                     f"{median['float32']:.1f}", f"{median['bf16']:.1f}", f"{median[variant]:.1f}",
+                     f"{prose.times(statistics.median(ratios))} ({prose.span(min(ratios), max(ratios))})",
+                     "yes" if run["same_tokens_as_eager"] else "no"])
+    return prose.table((["compiled variant", "inductor cache", "compiling", "eager float32 ms", "eager bf16 ms",
+                         "compiled ms", "vs eager bf16", "same tokens"], rows))
+
+
+TABLES = {"compiled-decode": compiled_decode_table}
 
 
 if __name__ == "__main__":

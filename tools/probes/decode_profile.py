@@ -18,6 +18,8 @@ import json
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -96,6 +98,28 @@ def main() -> None:
     print(json.dumps(report))
     if args.out:
         write_result(args.out, "decode_profile", args, provenance(loaded, start), report=report)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def decode_profile_facts(path: str) -> dict[str, str]:
+    """``tools/probes/py``: the output projection's share of a decode step with a large vocabulary."""
+    result = prose.load(path)
+    run = result["report"]
+    return {
+        "model": run["model"], "vocab": f"{run['vocab']:,}", "hidden": str(run["hidden"]),
+        "prompt-tokens": f"{run['prompt_tokens']:,}", "threads": str(run["torch_threads"]),
+        "commit": f"`{result['provenance']['git']['commit'][:10]}`", "step": f"{run['step_ms']:.0f} ms",
+        "decode": f"{run['decode_tokens_per_s']:.1f} tokens/s", "lm-head": f"{run['lm_head_ms_in_step']:.0f} ms",
+        "lm-head-share": f"{100 * run['lm_head_share']:.0f}%",
+        "prefill-rows": "the last position only" if run["prefill_lm_head_rows"] == [1] else
+        f"{run['prefill_lm_head_rows']} rows",
+        "float32": f"{run['lm_head_alone_float32_ms']:.0f} ms",
+        "bfloat16": f"{run['lm_head_alone_bfloat16_ms']:.0f} ms",
+    }
+
+FACTS = {"decode-profile": decode_profile_facts}
 
 
 if __name__ == "__main__":

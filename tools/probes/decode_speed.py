@@ -29,6 +29,8 @@ import json
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 ROWS = ("snapkv", "snapkv-gqa", "model-only")
 
 
@@ -141,6 +143,27 @@ def _decode(model, caches: dict, row: str, steps: int) -> dict:
         if decoded:
             cache.crop(-decoded)  # transformers' crop takes the number of tokens to remove
     return {"tokens_per_s": steps / elapsed, "ids": ids}
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def decode_speed(path: str) -> str:
+    """Decode tok/s from a compressed cache: this project's step, the grouped-query dispatch it replaced in reduced
+    precision, and the model's bare forward on a plain cache (median and interquartile range over the rounds)."""
+    report = prose.load(path)
+    cells: dict = {}
+    for result in report["results"]:
+        stats = result["decode_tokens_per_s"]
+        cells.setdefault((result["dtype"], result["threads"], result["length"]), {})[result["row"]] = (
+            f"{stats['median']:.1f} ({stats['q1']:.1f}-{stats['q3']:.1f})")
+    rows = [[dtype, str(threads), f"{length:,}", row.get("snapkv", "-"), row.get("snapkv-gqa", "-"),
+             row.get("model-only", "-")] for (dtype, threads, length), row in sorted(cells.items())]
+    return prose.table((["weights", "threads", "prompt tokens", "snapkv-cli", "grouped dispatch (before)",
+                         "model's own forward, plain cache"], rows))
+
+
+TABLES = {"decode-speed": decode_speed}
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import statistics
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 
 def profiled(step, steps: int, top: int) -> dict:
     """``steps`` calls of ``step`` under ``torch.profiler``: the self CPU milliseconds per step, and the ``top`` ops by
@@ -114,6 +116,68 @@ def main() -> None:
         write_result(args.out, "decode_step_profile", args, provenance(loaded, start), prompt_tokens=len(ids),
                      prefill_s=round(prefill_s, 2), cache_positions=kept_keys, bf16_copy_bytes=copied,
                      decode_path=path.describe(), rounds=per_round, summary=summary, profiles=profiles)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def decode_step_profile_table(path: str) -> str:
+    """``tools/probes/py``: the ops that take a decoding step's time, float32 against bfloat16 steps
+    (torch.profiler, self CPU time per step): the six largest in either, and all ops."""
+    report = prose.load(path)
+    profiles = report["profiles"]
+    ops: dict[str, dict] = {}
+    for name, profile in profiles.items():
+        for op in profile["ops"]:
+            ops.setdefault(op["op"], {})[name] = op["self_ms_per_step"]
+    top = sorted(ops, key=lambda op: -max(ops[op].values()))[:6]
+    rows = [[f"`{op}`", *[f"{ops[op][name]:.1f}" if name in ops[op] else "-" for name in profiles]] for op in top]
+    rows.append(["all ops (self CPU time)", *[f"{profile['self_cpu_ms_per_step']:.1f}" for profile in
+                                             profiles.values()]])
+    return prose.table((["op (ms per step)", *profiles], rows))
+
+
+def _decode_step_summary(rounds: list[dict]) -> dict:
+    """The decode step profile's summary, recomputed from its paired rounds (as ``tools/probes/py``
+    stores it)."""
+    import statistics
+
+    speedups = sorted(row["speedup"] for row in rounds)
+    return {"speedup_median": statistics.median(speedups), "speedup_min": speedups[0], "speedup_max": speedups[-1],
+            "float32_ms_median": statistics.median(row["float32_ms"] for row in rounds),
+            "bf16_ms_median": statistics.median(row["bf16_ms"] for row in rounds)}
+
+
+def decode_step_profile_facts(path: str) -> dict[str, str]:
+    """``tools/probes/py``: the prompt and the cache after the steps, the paired rounds' step times and
+    speed-up (recomputed from the rounds), the matrix products' and all ops' time against float32 in the profile
+    (``mm``, ``all-ops``), the products per step, the bfloat16 copies' bytes, where it ran."""
+    report = prose.load(path)
+    summary, profiles = _decode_step_summary(report["rounds"]), report["profiles"]
+    mm = {name: next(op for op in profile["ops"] if op["op"] == "aten::mm") for name, profile in profiles.items()}
+    every = {name: profile["self_cpu_ms_per_step"] for name, profile in profiles.items()}
+    return {"prompt-tokens": f"{report['prompt_tokens']:,}", "cache-positions": f"{report['cache_positions']:,}",
+            "rounds": str(len(report["rounds"])), "steps": str(report["args"]["steps"]),
+            "float32-ms": f"{summary['float32_ms_median']:.0f} ms", "bf16-ms": f"{summary['bf16_ms_median']:.0f} ms",
+            "speedup": prose.span(summary["speedup_min"], summary["speedup_max"]),
+            "speedup-median": prose.times(summary["speedup_median"]),
+            "mm": f"{mm['float32']['self_ms_per_step'] / mm['bf16_steps']['self_ms_per_step']:.1f}x",
+            "mm-calls": f"{mm['bf16_steps']['calls_per_step']:.0f}",
+            "all-ops": f"{every['float32'] / every['bf16_steps']:.1f}x",
+            "copies": f"{report['bf16_copy_bytes'] / 1e6:.0f} MB", **prose.machine_facts(report["provenance"])}
+
+
+TABLES = {"decode-step-profile": decode_step_profile_table}
+FACTS = {"decode-step-profile": decode_step_profile_facts}
+
+
+def stored_summary(report: dict) -> str | None:
+    """A decode step profile's stored summary against its recomputation from its rounds."""
+    return "stored summary differs from the rounds" if report["summary"] != _decode_step_summary(report["rounds"]) \
+        else None
+
+
+CHECKS = {"decode_step_profile": stored_summary}
 
 
 if __name__ == "__main__":

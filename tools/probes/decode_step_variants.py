@@ -31,6 +31,8 @@ import statistics
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 VARIANTS = ("float32", "bf16", "int4", "matmul-attention")
 # the --decode-weights value each variant's steps run (float32: none, the weights as loaded)
 DECODE_WEIGHTS = {"bf16": "bfloat16", "int4": "int4", "matmul-attention": "bfloat16", "compiled-layers": "bfloat16"}
@@ -184,6 +186,47 @@ def main() -> None:
                      prefill_s=round(prefill_s, 2), cache_positions=cache_positions, decode_paths=paths,
                      matmul_attention_calls=matmul_calls[0], compile_s=compile_s, agreement=agreement,
                      rounds=rounds, summary=summary, profiles=profiles)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def decode_step_variants_table(path: str) -> str:
+    """``tools/probes/py``: per variant of a decoding step, its milliseconds per step (median of the
+    rounds), its speed against the bfloat16 steps (median, min-max of the paired rounds), its three costliest ops
+    (self CPU milliseconds per step) and whether one step from the same cache chose float32's token."""
+    report = prose.load(path)
+    rows = []
+    for variant, summary in report["summary"].items():
+        ops = report["profiles"][variant]["ops"][:3]
+        agreement = report["agreement"].get(variant)
+        rows.append([f"`{variant}`", f"{summary['ms_median']:.1f}",
+                     f"{prose.times(summary['vs_bf16_median'])} ({prose.span(summary['vs_bf16_min'], summary['vs_bf16_max'])})",
+                     ", ".join(f"`{op['op'].removeprefix('aten::')}` {op['self_ms_per_step']:.1f}" for op in ops),
+                     "-" if agreement is None else ("yes" if agreement["same_token_as_float32"] else "no")])
+    return prose.table((["decoding step", "ms per step", "vs bf16 steps", "costliest ops (ms per step)",
+                         "float32's token"], rows))
+
+
+def decode_step_variants_facts(path: str) -> dict[str, str]:
+    """``tools/probes/py``: the bytes of each decode path's weights (``bf16-bytes``, ``int4-bytes``) and
+    the seconds making them took each time (``bf16-attach``), the compile time of the compiled layers, the prompt
+    and cache size, the rounds and the machine."""
+    report = prose.load(path)
+    names = {"bfloat16": "bf16", "int4": "int4"}
+    facts = {"prompt-tokens": f"{report['prompt_tokens']:,}", "cache-positions": f"{report['cache_positions']:,}",
+             "rounds": str(report["args"]["rounds"])}
+    for weights, path_info in report["decode_paths"].items():
+        facts[f"{names[weights]}-bytes"] = f"{path_info['bytes'] / 1e6:.0f} MB"
+        times = path_info["attach_s"]
+        facts[f"{names[weights]}-attach"] = f"{min(times):.1f}-{max(times):.1f} s"
+    if report.get("compile_s") is not None:
+        facts["compile"] = f"{report['compile_s']:.0f} s"
+    return facts | prose.machine_facts(report["provenance"])
+
+
+TABLES = {"decode-step-variants": decode_step_variants_table}
+FACTS = {"decode-step-variants": decode_step_variants_facts}
 
 
 if __name__ == "__main__":

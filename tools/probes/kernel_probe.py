@@ -28,6 +28,8 @@ import statistics
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 # (rows N, columns K): one MLP matrix of the default model, its output projection, gemma3-270m's output projection
 DECODE_SHAPES = ((1536, 576), (49152, 576), (262144, 640))
 # prefill-size products: (tokens M, N, K), the default model's MLP and attention projections over a prefill chunk
@@ -192,6 +194,60 @@ def main() -> None:
         prefill[label] = probe(label, make_calls(rows, k, m, PREFILL_VARIANTS), args.rounds, args.calls)
     write_probe(args, start, "kernel_probe", mkldnn_available=torch.backends.mkldnn.is_available(), decode=decode,
                 prefill=prefill)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+KERNEL_VARIANTS = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
+                   "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x", "int4_bf16": "int4 op, bf16 x",
+                   "int4_f32": "int4 op, float32 x"}
+
+
+COMPILED_VARIANTS = {"float32": "float32", "bf16": "bf16", "float32_compiled": "float32, compiled",
+                     "bf16_compiled": "bf16, compiled", "float32_autotune": "float32, compiled, max-autotune",
+                     "float32_autotune_unfrozen": "float32, max-autotune, not frozen",
+                     "float32_cpp_template": "float32, C++ template only"}
+
+
+def kernel_probe_table(path: str) -> str:
+    """``tools/probes/py`` (or ``tools/probes/compiled_probe.py``): each product's milliseconds per call per kernel
+    (median of the rounds) and its speed against float32 within each round (median, min-max); the one-token
+    products first, then prefill-size ones; a kernel that did not compile, its error."""
+    report = prose.load(path)
+    variants = COMPILED_VARIANTS if report["kind"] == "compiled_probe" else KERNEL_VARIANTS
+
+    def cell(shape: str, row: dict, variant: str) -> str:
+        if variant not in row:
+            return f"did not compile: {report['failed'][shape][variant]}" if variant in report.get(
+                "failed", {}).get(shape, {}) else ""
+        value = row[variant]
+        if variant == "float32":
+            return f"{value['ms_median']:.3g} ms"
+        return (f"{value['ms_median']:.3g} ms, x{value['speedup_vs_float32_median']:.2f} "
+                f"({value['speedup_vs_float32_min']:.2f}-{value['speedup_vs_float32_max']:.2f})")
+
+    rows = [[f"`{shape}`", *[cell(shape, row, variant) for variant in variants]]
+            for block in ("decode", "prefill") for shape, row in report.get(block, {}).items()]
+    return prose.table((["product (x @ W.T)", *variants.values()], rows))
+
+
+def kernel_probe_facts(path: str) -> dict[str, str]:
+    """``tools/probes/py``: where it ran (CPUs, vector features, bfloat16, torch, threads, load), its rounds."""
+    report = prose.load(path)
+    facts = {"rounds": str(report["args"]["rounds"]), **prose.machine_facts(report["provenance"])}
+    gemma = report["decode"].get("1x640 @ 262144x640.T", {})
+    if "int4_bf16" in gemma:  # runs from before the int4 columns have none
+        ms = {name: row["ms_median"] for name, row in gemma.items()}
+        facts["int4-gemma"] = (
+            f"On gemma3-270m's 262,144 x 640 output projection it took {ms['int4_bf16']:.3g} ms with bfloat16 "
+            f"activations, against {min(ms['bf16_onednn'], ms['bf16_no_onednn']):.3g} ms for the faster bfloat16 "
+            f"kernel and {ms['float32']:.3g} ms in float32 ({ms['int4_f32']:.3g} ms with float32 activations).")
+    return facts
+
+
+TABLES = {"kernel-probe": kernel_probe_table, "compiled-probe": kernel_probe_table}
+FACTS = {"kernel-probe": kernel_probe_facts, "compiled-probe": kernel_probe_facts}
 
 
 if __name__ == "__main__":

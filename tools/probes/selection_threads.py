@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from tools.docs import prose
+
 MODES = {"one thread": False, "caller's threads": True, "chosen": None}  # the choice forced (None: the cache's own)
 
 
@@ -76,6 +78,27 @@ def main() -> None:
                         loop.wait()
     if args.out:
         write_result(args.out, "selection_threads", args, provenance(loaded, start), runs=runs)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def selection_threads_table(path: str) -> str:
+    """``tools/probes/py``: the default method's whole selection step per way of choosing its threads,
+    idle and with busy jobs beside it: seconds per round, what it ran on, and whether it kept the same positions."""
+    report = prose.load(path)
+    cells: dict[tuple[int, str], list[dict]] = {}
+    for run in report["runs"]:
+        cells.setdefault((run["busy_jobs"], run["mode"]), []).append(run)
+    rows = [[f"{busy} busy one-thread jobs" if busy else "idle", mode,
+             ", ".join(f"{run['selection_s']:.2f}" for run in runs),
+             ", ".join(sorted({run["ran_on"] for run in runs})),
+             "yes" if all(run["same_kept"] for run in runs) else "no"]
+            for (busy, mode), runs in cells.items()]
+    return prose.table((["CPU", "threads", "seconds, each round", "ran on", "same kept positions"], rows))
+
+
+TABLES = {"selection-threads": selection_threads_table}
 
 
 if __name__ == "__main__":

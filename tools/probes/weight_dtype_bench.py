@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools.docs import prose
+
 ASK_VARIANTS = {"float32": ["--dtype", "float32"], "bfloat16": ["--dtype", "bfloat16"],
                 "int8": ["--dtype", "bfloat16", "--quantize", "int8"],
                 "float32-int8": ["--dtype", "float32", "--quantize", "int8"]}
@@ -108,6 +110,29 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         write_result(args.json, "weight_dtype", args, provenance(None, start), rounds=rounds, summary=summary,
                      load_s=loads)
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def weight_dtype_table(path: str) -> str:
+    """``tools/probes/py``: each weight variant's prefill and decode speed, their ratios to float32
+    within each round, peak RSS and load time, as min / median / max over the rounds."""
+    report = prose.load(path)
+    labels = {"float32": "float32", "bfloat16": "bfloat16", "int8": "bfloat16 + int8", "float32-int8": "float32 + int8"}
+
+    def spread(row: dict, key: str, digits: int) -> str:
+        return " / ".join(f"{row[key][part]:.{digits}f}" for part in ("min", "median", "max"))
+
+    rows = [[labels.get(variant, variant), spread(row, "prefill_tokens_per_s", 0), spread(row, "prefill_vs_float32", 2),
+             spread(row, "decode_tokens_per_s", 1), spread(row, "decode_vs_float32", 2), spread(row, "peak_rss_mb", 0),
+             spread(row, "load_s", 2)]
+            for variant, row in report["summary"].items()]
+    return prose.table((["weights", "prefill tok/s", "prefill vs float32", "decode tok/s", "decode vs float32",
+                         "peak RSS MB", "load_s"], rows))
+
+
+TABLES = {"weight-dtype-table": weight_dtype_table}
 
 
 if __name__ == "__main__":

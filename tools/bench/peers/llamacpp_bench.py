@@ -38,6 +38,7 @@ from pathlib import Path
 from snapkv_cli.bench.provenance import load_average, provenance, run_start, write_result
 from snapkv_cli.generation.options import generation_declarations, generation_default, generation_flag
 from tools import ROOT
+from tools.docs import prose
 
 AS_LOADED = "same"  # the --decode-weights value of the weights as loaded: the tool the tables call plain "snapkv-cli"
 
@@ -329,6 +330,96 @@ def main() -> int:
         args.markdown.write_text(table, encoding="utf-8")
     print(table)
     return 0
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def llamacpp_table(path: str) -> str:
+    """snapkv-cli next to llama.cpp on the same GGUF and prompt ids, recomputed from every run (fresh processes)."""
+    report = prose.load(path)
+    return markdown(summarize(report["runs"]), report["args"]["model"])
+
+
+def llamacpp_facts(path: str) -> dict[str, str]:
+    """snapkv-cli beside llama.cpp: snapkv-cli's settings, llama-cpp-python's version and vector extensions, the
+    GGUF file, the rounds and the load average during the runs; snapkv-cli's median decode rate per prompt length
+    and thread count (``decode-8000-1``) where it ran with the weights as loaded."""
+    report = prose.load(path)
+    runs = report["runs"]
+    theirs = next(run for run in runs if run["tool"] == "llama.cpp")
+    settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in runs if run["tool"] == "snapkv-cli"},
+                      key=str)
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+    return {"settings": "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings),
+            "llama-cpp-python": theirs["llama_cpp_python"],
+            "extensions": ", ".join(vector_extensions(theirs["system_info"])) or "no AVX2",
+            "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
+            "load": f"{min(loads):.1f}-{max(loads):.1f}",
+            **{f"decode-{row['length']}-{row['threads']}": f"{row['snapkv-cli']['decode_tokens_per_s']['median']:.1f}"
+               for row in summarize(runs) if "snapkv-cli" in row}}  # (not in a --decode-weights run)
+
+
+def decode_weights_facts(path: str, weights: str = "bfloat16", baseline: str = "same") -> dict[str, str]:
+    """The llama.cpp peer bench run with ``--decode-weights`` ``baseline`` and ``weights``: over its lengths, the
+    paired per-round ratios of the ``weights`` steps to the ``baseline`` ones (``decode-vs-float32`` for the weights
+    as loaded, ``decode-vs-bf16`` against bfloat16 steps) and to llama.cpp (``decode-vs-llamacpp``,
+    ``prefill-vs-llamacpp``), how many pairs decoded faster than the baseline and gave the first token before
+    llama.cpp, the extra peak memory (``rss-more``, negative for less); per length and thread count each tool's
+    decode range (``decode-llama.cpp-8000-1``, ``decode-float32-8000-1``) and the ``weights`` steps' decode ratio to
+    llama.cpp (``vs-llamacpp-8000-1``, with its range where there are several rounds); the rounds, the load and the
+    machine."""
+    report = prose.load(path)
+    runs = report["runs"]
+    fast, base = snapkv_tool(weights), snapkv_tool(baseline)
+    names = {snapkv_tool(value): name for value, name in
+             (("same", "float32"), ("bfloat16", "bf16"), ("int4", "int4"))}
+    rows = [row for row in summarize(runs) if f"{fast}_over_llamacpp" in row]
+
+    def span(key: str, metric: str) -> str:
+        return prose.span(min(row[key][metric]["min"] for row in rows), max(row[key][metric]["max"] for row in rows))
+
+    def paired(other: str) -> list[tuple[dict, dict]]:
+        mine = {(run["length"], run["threads"], run["round"]): run for run in runs if run["tool"] == fast}
+        return [(mine[key], run) for run in runs if run["tool"] == other
+                and (key := (run["length"], run["threads"], run["round"])) in mine]
+
+    # rounded as the bench's summaries round a ratio (``spread``)
+    against = [round(ours["decode_tokens_per_s"] / theirs["decode_tokens_per_s"], 3) for ours, theirs in paired(base)]
+    sooner = [ours["ttft_s"] < theirs["ttft_s"] for ours, theirs in paired("llama.cpp")]
+    extra = [row[fast]["peak_rss_mb"]["median"] - row[base]["peak_rss_mb"]["median"] for row in rows]
+    loads = [run["load_average"][0] for run in runs if run.get("load_average")]
+    facts = {"lengths": " and ".join(dict.fromkeys(f"{row['length']:,}" for row in rows)),
+             "threads": " and ".join(dict.fromkeys(str(row["threads"]) for row in rows)),
+             "rounds": str(len({run["round"] for run in runs})), "load": f"{min(loads):.1f}-{max(loads):.1f}",
+             f"decode-vs-{names[base]}": prose.span(min(against), max(against)),
+             "decode-vs-llamacpp": span(f"{fast}_over_llamacpp", "decode_tokens_per_s"),
+             "prefill-vs-llamacpp": span(f"{fast}_over_llamacpp", "prefill_tokens_per_s"),
+             f"faster-than-{names[base]}": f"{sum(ratio > 1 for ratio in against)} of {len(against)}",
+             "sooner": f"{sum(sooner)} of {len(sooner)}",
+             "rss-more": (f"{min(extra):.0f} to {max(extra):+.0f} MB" if min(extra) < 0
+                          else f"{min(extra):.0f}-{max(extra):.0f} MB")}
+    for row in rows:
+        for tool in (base, "llama.cpp", fast):
+            stats = row[tool]["decode_tokens_per_s"]
+            facts[f"decode-{names.get(tool, tool)}-{row['length']}-{row['threads']}"] = (
+                f"{stats['min']:.1f}-{stats['max']:.1f}")
+        ratio = row[f"{fast}_over_llamacpp"]["decode_tokens_per_s"]
+        facts[f"vs-llamacpp-{row['length']}-{row['threads']}"] = (
+            f"{prose.times(ratio['median'])} ({prose.span(ratio['min'], ratio['max'])})" if ratio["n"] > 1
+            else prose.times(ratio["median"]))
+    return facts | {key: value for key, value in prose.machine_facts(report["provenance"]).items()
+                    if key in ("cpus", "features", "bf16", "commit")}
+
+
+def decode_int4_facts(path: str) -> dict[str, str]:
+    """:func:`decode_weights_facts` of a run with ``--decode-weights bfloat16 int4``: the int4 steps against the
+    bfloat16 ones and llama.cpp."""
+    return decode_weights_facts(path, "int4", "bfloat16")
+
+
+TABLES = {"llamacpp-table": llamacpp_table}
+FACTS = {"llamacpp": llamacpp_facts, "decode-weights": decode_weights_facts, "decode-int4": decode_int4_facts}
 
 
 if __name__ == "__main__":

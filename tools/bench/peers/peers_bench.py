@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 from tools import ROOT
+from tools.docs import prose
 
 HERE = Path(__file__).resolve().parent
 
@@ -291,6 +292,138 @@ def markdown_summary(rows: list[dict]) -> str:
                      f"{mean([r['partial'] for r in niah]):.2f} | {sum(r['correct'] for r in accuracy)}/{len(accuracy)}"
                      f" | {mean([r['seconds'] for r in niah]):.1f} | {mean([r['seconds'] for r in accuracy]):.1f} |")
     return "\n".join(lines) + "\n"
+
+
+
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+
+def _same(rows: list[dict], mine: tuple[str, int | None], theirs: tuple[str, int | None]) -> tuple[int, int, int]:
+    """Two configurations (label, budget) on the same prompts: (identical answers, same verdicts, prompts)."""
+    by_key = {(row["prompt"], row["label"], row["budget"]): row for row in rows}
+    prompts = list(dict.fromkeys(row["prompt"] for row in rows))
+    pairs = [(by_key[(p, *mine)], by_key[(p, *theirs)]) for p in prompts]
+    return (sum(a["answer"] == b["answer"] for a, b in pairs), sum(a["correct"] == b["correct"] for a, b in pairs),
+            len(prompts))
+
+
+def _peers_agreement(report: dict) -> list[tuple[str, str, int | None, int, int, int]]:
+    """snapkv-cli's configurations against their peers on the same prompts: (mine, theirs, budget, identical answers,
+    same verdicts, prompts)."""
+    rows = rows_of(report)
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
+    pairs = [("snapkv-cli full", "transformers (kvpress venv)", None)]
+    pairs += [(ours_label, "kvpress-ours", budget) for budget in budgets
+              for ours_label in ("snapkv-cli snapkv avgpool", "snapkv-cli snapkv")]
+    return [(mine, theirs, budget, *_same(rows, (mine, budget), (theirs, budget))) for mine, theirs, budget in pairs]
+
+
+def _agreement_table(rows: list[dict], pairs, sides: bool = False) -> str:
+    """(mine, theirs) configurations, each (label, budget), compared prompt by prompt (``sides``: also how many
+    prompts only one of them answered right)."""
+    def name(label: str, budget: int | None) -> str:
+        return label + (f" {budget}" if budget else "")
+
+    def right(label: str, budget: int | None) -> set[str]:
+        return {row["prompt"] for row in rows if (row["label"], row["budget"]) == (label, budget) and row["correct"]}
+
+    cells = []
+    for mine, theirs in pairs:
+        answers, verdicts, prompts = _same(rows, mine, theirs)
+        cells.append([name(*mine), name(*theirs), f"{answers}/{prompts}", f"{verdicts}/{prompts}"]
+                     + ([str(len(right(*mine) - right(*theirs))), str(len(right(*theirs) - right(*mine)))]
+                        if sides else []))
+    return prose.table((["snapkv-cli", "peer", "identical answers", "same verdict"]
+                        + (["right only with snapkv-cli", "right only with the peer"] if sides else []), cells))
+
+
+def peers_table(path: str) -> str:
+    """snapkv-cli against kvpress and plain transformers on the same prompts, per system and budget, recomputed from
+    every answer."""
+    return markdown_summary(rows_of(prose.load(path)))
+
+
+def peers_agreement(path: str) -> str:
+    """snapkv-cli's configurations against their peers on the same prompts, answer by answer."""
+    report = prose.load(path)
+    return _agreement_table(rows_of(report), [((mine, budget), (theirs, budget))
+                                              for mine, theirs, budget, *_ in _peers_agreement(report)])
+
+
+def _press_text(press: dict) -> str:
+    """A kvpress press as it was built: class(parameters), a wrapped press inside."""
+    inner = press.get("press")
+    parameters = [f"{name}={value}" for name, value in press.items()
+                  if name in ("window_size", "kernel_size", "first_stage_ratio", "epsilon", "alpha_safeguard")]
+    return f"`{press['class']}({', '.join(parameters)})`" + (f" around {_press_text(inner)}" if inner else "")
+
+
+def _held(rows: list[dict], label: str, budget: int, prompts: list[str]) -> int:
+    """How many of ``prompts`` (those the full cache answered) ``label`` at ``budget`` answered too."""
+    correct = {row["prompt"] for row in rows if (row["label"], row["budget"]) == (label, budget) and row["correct"]}
+    return len(correct & set(prompts))
+
+
+def peers_default_held(path: str) -> str:
+    """How many of the full cache's right answers (exact NIAH cells, right accuracy samples) the CLI's default method
+    and kvpress's nearest press each kept, per budget."""
+    rows = rows_of(prose.load(path))
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
+    full_right = [row["prompt"] for row in rows if row["label"] == "snapkv-cli full" and row["correct"]]
+    kinds = {row["prompt"]: row["kind"] for row in rows}
+    full_niah = [p for p in full_right if kinds[p] == "niah"]
+    full_accuracy = [p for p in full_right if kinds[p] == "accuracy"]
+    return prose.table((["system", "budget", f"of the full cache's {len(full_niah)} exact NIAH cells",
+                         f"of its {len(full_accuracy)} right accuracy samples"],
+                        [[label, str(budget), str(_held(rows, label, budget, full_niah)),
+                          str(_held(rows, label, budget, full_accuracy))]
+                         for budget in budgets for label in ("snapkv-cli default", "kvpress-nearest")]))
+
+
+def peers_default_agreement(path: str) -> str:
+    """The CLI's default method against kvpress's nearest press and the full cache, answer by answer, with the
+    prompts only one side answered right."""
+    rows = rows_of(prose.load(path))
+    budgets = sorted({row["budget"] for row in rows if row["budget"]})
+    pairs = [(("snapkv-cli default", budget), (theirs, budget if theirs != "snapkv-cli full" else None))
+             for budget in budgets for theirs in ("kvpress-nearest", "snapkv-cli full")]
+    return _agreement_table(rows, pairs, sides=True)
+
+
+def peers_facts(path: str) -> dict[str, str]:
+    """The peers bench: both sides' libraries (``torch``, ``kvpress-torch`` ...); snapkv-cli's SnapKV with average
+    pooling against kvpress's ``SnapKVPress``, identical answers per budget (``avgpool-256``); where the run has
+    them, the CLI's default method's settings (``default``, ``default-settings``) and kvpress's nearest press
+    (``nearest``, ``nearest-note``)."""
+    report = prose.load(path)
+    theirs, ours = report["kvpress_environment"], report["snapkv_cli"]
+    facts = {"torch": ours["torch"], "transformers": ours["transformers"], "kvpress": theirs["kvpress"],
+             "kvpress-torch": theirs["torch"], "kvpress-transformers": theirs["transformers"],
+             "commit": prose.commits((path,))}
+    rows = rows_of(report)
+    if any(row["label"] == "snapkv-cli snapkv avgpool" for row in rows):
+        for mine, _, budget, answers, _, prompts in _peers_agreement(report):
+            if mine == "snapkv-cli snapkv avgpool":
+                facts[f"avgpool-{budget}"] = f"{answers} / {prompts}"
+    default = next((row for row in rows if row["label"] == "snapkv-cli default"), None)
+    if default is not None:
+        settings = default["settings"]
+        facts |= {"default": f"`{default['method']}`",
+                  "default-settings": f"{settings['method']}, window {settings['window_size']}, kernel "
+                                      f"{settings['kernel_size']}, {settings['pooling']}, {settings['pooling_window']} "
+                                      f"pooling window, {settings['head_budgets']} heads"}
+    nearest = next((row["press"] for row in rows if row["label"] == "kvpress-nearest"), None)
+    if nearest is not None:
+        facts |= {"nearest": _press_text(nearest), "nearest-note": nearest["nearest_to_note"]}
+    return facts
+
+
+TABLES = {
+    "peers-table": peers_table,
+    "peers-agreement": peers_agreement,
+    "peers-default-held": peers_default_held,
+    "peers-default-agreement": peers_default_agreement,
+}
+FACTS = {"peers": peers_facts}
 
 
 if __name__ == "__main__":
