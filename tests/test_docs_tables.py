@@ -274,3 +274,30 @@ def test_needle_cells_kept_count_only_the_cells_a_budget_compressed(tables):
     assert kept[("snapkv", 1024)] == (1, 2) and kept[("snapkv", 256)] == (3, 3)
     assert niah._kept_text(kept[("snapkv", 1024)], full_exact) == "1/2 (+1 not compressed)"
     assert niah._kept_text(kept[("snapkv", 256)], full_exact) == "3/3"
+
+
+def test_the_inspect_example_was_written_by_the_current_views(tmp_path):
+    """docs/inspect_example.html (and its PNGs) came from the views as they are; a change to one of them makes the
+    check fail until the example is written again."""
+    from tools.docs import inspect_example, tables
+
+    assert tables.drifted() == []
+    copies = []
+    for view in inspect_example.VIEWS:  # the same files, byte for byte, in a copy of the repository
+        copy = tmp_path / view.relative_to(inspect_example.ROOT)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_bytes(view.read_bytes())
+        copies.append(copy)
+    assert inspect_example.drift(copies, tmp_path) == []
+    copies[1].write_text(copies[1].read_text(encoding="utf-8") + "<!-- an edit -->\n", encoding="utf-8")
+    assert inspect_example.drift(copies, tmp_path) == [
+        "docs/inspect_example.html: the views changed since it was written (run python -m tools.docs.inspect_example)"]
+
+
+def test_a_table_name_declared_by_two_owners_is_refused(tables, monkeypatch):
+    from types import SimpleNamespace
+
+    twice = SimpleNamespace(__name__="twice", TABLES={"speed-table": lambda path: ""})
+    monkeypatch.setattr(tables, "OWNERS", (*tables.OWNERS, twice))
+    with pytest.raises(ValueError, match="speed-table"):
+        tables._registry("TABLES")

@@ -60,7 +60,7 @@ from tools.bench import (
     speed,
 )
 from tools.bench.peers import llamacpp_bench, peers_bench
-from tools.docs import methods_table, prose, quickstart_report, usage_doc
+from tools.docs import inspect_example, methods_table, prose, quickstart_report, usage_doc
 from tools.probes import (
     compiled_decode_probe,
     decode_profile,
@@ -86,9 +86,10 @@ VALUE = re.compile(r"(?P<start><!-- value: (?P<spec>[^>]*?) -->)(?P<body>[^<\n]*
 
 
 # -- the registry: every run's module owns its tables and facts (``TABLES``, ``FACTS``), and the stored summaries of
-# its kind of JSON (``CHECKS``); a name is declared once across them -----------------------------------------------
+# its kind of JSON (``CHECKS``), and a file written by a run that its sources can leave behind (``drift()``); a name is
+# declared once across them -----------------------------------------------
 
-OWNERS = (prose, methods_table, quickstart_report, usage_doc,
+OWNERS = (prose, methods_table, quickstart_report, usage_doc, inspect_example,
           accuracy, speed, niah, inspect_find, multi_question_bench, batch_bench, serve_bench, long_memory_bench,
           long_cost_bench, long_document_run, methods_timing, selection_cost, prefill_bench, default_rule,
           dtype_accuracy, mutation, peers_bench, llamacpp_bench,
@@ -110,6 +111,7 @@ def _registry(attribute: str) -> dict:
 GENERATORS = _registry("TABLES")
 FACTS = _registry("FACTS")
 CHECKS = _registry("CHECKS")
+DRIFTS = tuple(owner.drift for owner in OWNERS if hasattr(owner, "drift"))
 
 
 def specs(text: str) -> list[str]:
@@ -198,6 +200,11 @@ def stored_summaries_mismatches() -> list[str]:
     return problems
 
 
+def drifted() -> list[str]:
+    """Every file written by a run that no longer matches the sources that drew it (each owner's ``drift()``)."""
+    return [problem for drift in DRIFTS for problem in drift()]
+
+
 def process(write: bool) -> list[str]:
     """Rewrite (``write``) or compare every generated block and inline value; returns those that differed."""
     differing = []
@@ -221,11 +228,12 @@ def process(write: bool) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", action="store_true", help="exit 1 if any block or stored summary differs")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if any block, stored summary or file written by a run differs")
     mode.add_argument("--write", action="store_true", help="rewrite the blocks from the JSON")
     options = parser.parse_args()
     differing = process(write=options.write)
-    problems = stored_summaries_mismatches()
+    problems = stored_summaries_mismatches() + drifted()  # a drifted file needs its run again: --write cannot fix it
     for line in problems + ([] if options.write else [f"{line}: differs from its JSON" for line in differing]):
         print(line, file=sys.stderr)
     if options.write:
