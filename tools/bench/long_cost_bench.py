@@ -245,7 +245,7 @@ def main() -> None:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def long_cost_table(path: str) -> str:
-    """``tools/bench/py``: cost against prompt length, every run, and the growth exponents."""
+    """Cost against prompt length, every run, and the growth exponents."""
     return markdown(prose.load(path)["runs"])
 
 

@@ -50,7 +50,7 @@ def main() -> None:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def long_document_facts(path: str) -> dict[str, str]:
-    """``tools/bench/py``: one ``snapkv ask`` about a long PDF, where it ran, its prompt, answer
+    """One ``snapkv ask`` about a long PDF, where it ran, its prompt, answer
     (and whether it holds the planted fact), times, cache and memory."""
     result = prose.load(path)
     report, where = result["report"], result["provenance"]

@@ -127,7 +127,7 @@ def main() -> None:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def long_memory_table(path: str) -> str:
-    """``tools/bench/py``: where a long prefill's peak RSS comes from, per length and prefill chunk."""
+    """Where a long prefill's peak RSS comes from, per length and prefill chunk."""
     mib = 2**20
     rows = []
     for run in prose.load(path)["runs"]:
@@ -143,7 +143,7 @@ def long_memory_table(path: str) -> str:
 
 
 def long_memory_facts(path: str) -> dict[str, str]:
-    """``tools/bench/py``: the longest prefill's lowest peak RSS and the chunks it ran in."""
+    """The longest prefill's lowest peak RSS and the chunks it ran in."""
     report = prose.load(path)
     longest = max(run["length"] for run in report["runs"])
     run = min((run for run in report["runs"] if run["length"] == longest), key=lambda run: run["peak"])

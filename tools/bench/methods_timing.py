@@ -132,13 +132,13 @@ def main() -> int:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def methods_timing(path: str) -> str:
-    """``tools/bench/py``: every method's prefill, selection and decode next to SnapKV's, recomputed from
+    """Every method's prefill, selection and decode next to SnapKV's, recomputed from
     the runs."""
     return markdown(summarize(prose.load(path)["runs"]))
 
 
 def methods_timing_facts(path: str) -> dict[str, str]:
-    """``tools/bench/py``: the prompt, budget, decoded tokens, rounds and threads, and where it ran."""
+    """The prompt, budget, decoded tokens, rounds and threads, and where it ran."""
     report = prose.load(path)
     args, where = report["args"], report["provenance"]
     return {"prompt-tokens": f"{report['prompt_tokens']:,}", "budget": str(args["budget"]),

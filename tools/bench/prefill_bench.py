@@ -189,7 +189,7 @@ def main() -> int:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def prefill_table(path: str) -> str:
-    """``tools/bench/py``: each variant's prefill in fresh processes, medians and the per-round ratio to
+    """Each variant's prefill in fresh processes, medians and the per-round ratio to
     plain transformers (wall and CPU time), recomputed from the runs."""
     report = prose.load(path)
     summary = summarize(report["runs"])
@@ -210,7 +210,7 @@ def prefill_table(path: str) -> str:
 
 
 def prefill_facts(path: str) -> dict[str, str]:
-    """``tools/bench/py`` in fresh processes: per variant (``default``, ``snapkv``) the median wall and
+    """This bench in fresh processes: per variant (``default``, ``snapkv``) the median wall and
     CPU time against plain transformers, each round's range, its selection's share; the memory target."""
     report = prose.load(path)
     summary = summarize(report["runs"])
@@ -235,7 +235,7 @@ def prefill_facts(path: str) -> dict[str, str]:
 
 
 def prefill_pooled_facts(*paths: str) -> dict[str, str]:
-    """Several ``tools/bench/py`` runs of the same variants pooled round by round: per variant the median of
+    """Several runs of this bench on the same variants pooled round by round: per variant the median of
     every round's wall time against plain transformers (``default-wall``), the rounds' range and count."""
     import statistics
 

@@ -354,22 +354,24 @@ def main() -> int:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def selection_cost(path: str) -> str:
-    """``tools/bench/py``: every method's selection seconds and share of its one-pass prefill, per
+    """Every method's selection seconds and share of its one-pass prefill, per
     prompt length and threads, recomputed from the runs."""
     return markdown(prose.load(path))
 
 
 def selection_cost_questions(path: str) -> str:
-    """``tools/bench/py``: what each question on a shared document prefix costs, recomputed."""
+    """What each question on a shared document prefix costs, recomputed."""
     return questions_markdown(prose.load(path))
 
 
 def selection_cost_facts(path: str) -> dict[str, str]:
-    """``tools/bench/py``: each method's selection as a share of its prefill on one thread, lowest to
+    """Each method's selection as a share of its prefill on one thread, lowest to
     highest over the lengths (``share-snapkv``; the default method as ``share-default``)."""
-    rows = prose.load(path)["rows"]
+    report = prose.load(path)
+    rows = report["rows"]
     lengths = sorted({row["length"] for row in rows})
-    facts = {"lengths": f"{lengths[0] // 1024}k-{lengths[-1] // 1024}k"}
+    facts = {"lengths": f"{lengths[0] // 1024}k-{lengths[-1] // 1024}k",
+             "host": prose.machine_facts(report["provenance"])["host"]}
     for method in {row["method"] for row in rows}:
         values = [row["share"]["median"] for row in rows if row["method"] == method and row["threads"] == 1]
         facts[f"share-{'default' if method == prose.DEFAULT_METHOD else method}"] = (f"{100 * min(values):.1f}-"

@@ -204,7 +204,7 @@ def main() -> None:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def serve_table(path: str) -> str:
-    """``tools/bench/py``: a cold ask against the same question to a running server, per paired round."""
+    """A cold ask against the same question to a running server, per paired round."""
     report = prose.load(path)["cold_vs_warm"]
     rows = [[str(index + 1), f"{run['cold_s']:.1f} s", f"{run['warm_s']:.2f} s", f"{run['ratio']:.1f}x",
              f"{run['warm_time_to_first_text_s']:.2f} s", "yes" if run["same_answer"] else "no"]
@@ -214,7 +214,7 @@ def serve_table(path: str) -> str:
 
 
 def serve_facts(path: str) -> dict[str, str]:
-    """``tools/bench/py``: the paired rounds' median ratio and range, and the many-clients run."""
+    """The paired rounds' median ratio and range, and the many-clients run."""
     report = prose.load(path)
     warm, many = report["cold_vs_warm"], report["concurrent"]
     return {
@@ -231,6 +231,7 @@ def serve_facts(path: str) -> dict[str, str]:
         "held": f"{many['most_held_prefix_bytes'] / 2**20:.0f} MiB", "cap": f"{many['keep_mb']:.0f} MiB",
         "rss": f"{many['peak_rss_bytes'] / 2**30:.2f} GiB",
         "model-rss": f"{report['server']['model_rss_bytes'] / 2**30:.2f} GiB",
+        "host": prose.machine_facts(report["provenance"])["host"],
     }
 
 

@@ -118,21 +118,30 @@ def commits(paths: tuple[str, ...]) -> str:
     return f"{len(commits)} commits, {commits[0]} to {commits[-1]}"
 
 
-def bf16_text(machine: dict) -> str:
-    """Whether a run's CPU computes bfloat16 natively, from the vector features its provenance lists."""
-    native = [name for name in machine["cpu_features"] if name in ("avx512_bf16", "amx_bf16")]
+def native_bf16(features: list[str]) -> list[str]:
+    """The vector features, of those a run lists, with which its CPU computes bfloat16 natively."""
+    return [name for name in features if name.lower() in ("avx512_bf16", "amx_bf16")]
+
+
+def bf16_text(features: list[str]) -> str:
+    """Whether a run's CPU computes bfloat16 natively, from the vector features it lists."""
+    native = native_bf16(features)
     return f"native bfloat16 ({', '.join(native)})" if native else "no native bfloat16"
 
 
-def machine_facts(source: dict) -> dict[str, str]:
+def machine_facts(source: dict, features: list[str] | None = None) -> dict[str, str]:
     """Where a run ran, as the user docs say it: its CPUs, vector features, bfloat16, torch and threads, the load
-    average before and after, the commit."""
+    average before and after, the commit, and all of the CPU in words (``host``: ``2-core AMD EPYC (AVX2 and FMA; no
+    native bfloat16)``). ``features``: the vector features where the provenance predates listing them (as a peer
+    reported them)."""
     machine = source["machine"]
-    features = [name.upper() for name in machine["cpu_features"]]
-    return {"cpus": str(machine["cpus"]),
-            "features": " and ".join([", ".join(features[:-1]), features[-1]] if len(features) > 1 else features)
-            or "no AVX2",
-            "bf16": bf16_text(machine), "torch": machine["torch"], "threads": str(machine["torch_threads"]),
+    listed = machine["cpu_features"] if features is None else features
+    names = [name.upper() for name in listed]
+    named = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "no AVX2"
+    return {"cpus": str(machine["cpus"]), "features": named, "bf16": bf16_text(listed),
+            "host": f"{machine['cpus']}-core {machine['cpu']} ({named}; "
+                    f"{'native' if native_bf16(listed) else 'no native'} bfloat16)",
+            "torch": machine["torch"], "threads": str(machine["torch_threads"]),
             "load-before": f"{source['load_average_before'][0]:.1f}",
             "load-after": f"{source['load_average_after'][0]:.1f}", "commit": commit(source)}
 

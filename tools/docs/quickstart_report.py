@@ -58,11 +58,10 @@ def report_panel(path: str) -> str:
 
 
 def quickstart_facts(path: str) -> dict[str, str]:
-    """The committed answer the README's panel shows: the command, the machine and the commit it ran at."""
+    """The committed answer the README's panel shows: the command, the machine (``host``, ``torch``, ``threads``,
+    the load) and the commit it ran at."""
     stored = prose.load(path)
-    machine = stored["provenance"]["machine"]
-    return {"run": f"`{stored['run']}`", "cpus": str(machine["cpus"]), "cpu": machine["cpu"],
-            "torch": machine["torch"], "commit": prose.commit(stored["provenance"])}
+    return {"run": f"`{stored['run']}`", **prose.machine_facts(stored["provenance"])}
 
 
 TABLES = {"report-panel": report_panel}

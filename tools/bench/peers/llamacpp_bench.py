@@ -343,21 +343,54 @@ def llamacpp_table(path: str) -> str:
 
 def llamacpp_facts(path: str) -> dict[str, str]:
     """snapkv-cli beside llama.cpp: snapkv-cli's settings, llama-cpp-python's version and vector extensions, the
-    GGUF file, the rounds and the load average during the runs; snapkv-cli's median decode rate per prompt length
-    and thread count (``decode-8000-1``) where it ran with the weights as loaded."""
+    GGUF file, the rounds and the load average during the runs, and the machine (``host``: its vector features from
+    the provenance, or from llama.cpp's report of them where the provenance predates them). Where snapkv-cli ran with
+    the weights as loaded (not in a ``--decode-weights`` run), per prompt length and thread count: its median decode
+    rate (``decode-8000-1``), its prefill and decode ratios to llama.cpp with their range over the rounds
+    (``prefill-vs-8000-1``, ``decode-vs-8000-1``), both tools' time to the first token (``ttft-8000-1``); over them
+    all, the spans of the median ratios (``prefill-vs-llamacpp``, ``decode-vs-llamacpp``) and of each tool's median
+    peak RSS (``rss``, ``rss-llamacpp``)."""
     report = prose.load(path)
     runs = report["runs"]
     theirs = next(run for run in runs if run["tool"] == "llama.cpp")
     settings = sorted({(run["method"], run["budget"], run["dtype"]) for run in runs if run["tool"] == "snapkv-cli"},
                       key=str)
     loads = [run["load_average"][0] for run in runs if run.get("load_average")]
-    return {"settings": "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings),
-            "llama-cpp-python": theirs["llama_cpp_python"],
-            "extensions": ", ".join(vector_extensions(theirs["system_info"])) or "no AVX2",
-            "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
-            "load": f"{min(loads):.1f}-{max(loads):.1f}",
-            **{f"decode-{row['length']}-{row['threads']}": f"{row['snapkv-cli']['decode_tokens_per_s']['median']:.1f}"
-               for row in summarize(runs) if "snapkv-cli" in row}}  # (not in a --decode-weights run)
+    extensions = vector_extensions(theirs["system_info"])
+    source = report["provenance"]
+    facts = {"settings": "; ".join(f"{method}, budget {budget}, {dtype} weights" for method, budget, dtype in settings),
+             "llama-cpp-python": theirs["llama_cpp_python"], "extensions": ", ".join(extensions) or "no AVX2",
+             "gguf": f"`{report['gguf']['file']}`", "rounds": str(len({run["round"] for run in runs})),
+             "load": f"{min(loads):.1f}-{max(loads):.1f}",
+             "host": prose.machine_facts(source, None if "cpu_features" in source["machine"] else extensions)["host"]}
+    rows = [row for row in summarize(runs) if "snapkv-cli" in row]
+
+    def ratio(stats: dict) -> str:
+        return f"{prose.times(stats['median'])} ({prose.span(stats['min'], stats['max'])})"
+
+    def medians(tool: str, metric: str) -> list[float]:
+        return [row[tool][metric]["median"] for row in rows]
+
+    def megabytes(values: list[float]) -> str:
+        low, high = f"{min(values):.0f}", f"{max(values):.0f}"
+        return f"{low} MB" if low == high else f"{low}-{high} MB"
+
+    for row in rows:
+        key = f"{row['length']}-{row['threads']}"
+        against = row["snapkv_over_llamacpp"]
+        facts[f"decode-{key}"] = f"{row['snapkv-cli']['decode_tokens_per_s']['median']:.1f}"
+        facts[f"prefill-vs-{key}"] = ratio(against["prefill_tokens_per_s"])
+        facts[f"decode-vs-{key}"] = ratio(against["decode_tokens_per_s"])
+        facts[f"ttft-{key}"] = (f"{row['snapkv-cli']['ttft_s']['median']:.0f} s against "
+                                f"{row['llama.cpp']['ttft_s']['median']:.0f} s")
+    if rows:
+        facts |= {"prefill-vs-llamacpp": prose.span(min(medians("snapkv_over_llamacpp", "prefill_tokens_per_s")),
+                                                    max(medians("snapkv_over_llamacpp", "prefill_tokens_per_s"))),
+                  "decode-vs-llamacpp": prose.span(min(medians("snapkv_over_llamacpp", "decode_tokens_per_s")),
+                                                   max(medians("snapkv_over_llamacpp", "decode_tokens_per_s"))),
+                  "rss": megabytes(medians("snapkv-cli", "peak_rss_mb")),
+                  "rss-llamacpp": megabytes(medians("llama.cpp", "peak_rss_mb"))}
+    return facts
 
 
 def decode_weights_facts(path: str, weights: str = "bfloat16", baseline: str = "same") -> dict[str, str]:
@@ -409,7 +442,7 @@ def decode_weights_facts(path: str, weights: str = "bfloat16", baseline: str = "
             f"{prose.times(ratio['median'])} ({prose.span(ratio['min'], ratio['max'])})" if ratio["n"] > 1
             else prose.times(ratio["median"]))
     return facts | {key: value for key, value in prose.machine_facts(report["provenance"]).items()
-                    if key in ("cpus", "features", "bf16", "commit")}
+                    if key in ("cpus", "features", "bf16", "host", "commit")}
 
 
 def decode_int4_facts(path: str) -> dict[str, str]:
