@@ -27,7 +27,7 @@ from .context import ServerContext
 from .documents import display_name, private_file
 from .errors import ApiError
 from .inspections import Inspections
-from .openai_routes import decoding, requested_settings
+from .request_options import decoding, requested_settings
 from .sse import AnswerEvents, event, stream_job
 
 COPY_CHUNK = 1 << 20
