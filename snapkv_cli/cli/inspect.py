@@ -44,10 +44,6 @@ def inspect(
     output: Output,
 ) -> None:
     """Show which document tokens the compressed cache kept (same prefill and selection as ask)."""
-    import sys
-
-    from rich.console import Console
-
     from ..output_files import check_writable
 
     document_path, questions = document_and_questions(inputs)
@@ -64,9 +60,10 @@ def inspect(
 
     from ..answering.inspection import inspect_answer
     from ..answering.runner import Runner
-    from .presenters import ProgressPresenter
+    from .presenters import InspectPresenter
 
-    presenter = ProgressPresenter(console.stderr, quiet=output.quiet)
+    presenter = InspectPresenter(console.stderr, quiet=output.quiet, as_json=output.as_json, html=html, png=png,
+                                 png_scores=png_scores, layer=layer, head=head, full=full, with_answer=answer)
     runner = Runner(options, presenter)
     try:
         check_layer_and_head(runner.loaded.model.config, layer, head)
@@ -78,37 +75,10 @@ def inspect(
         for text, occurrences in zip(searched, found):
             if not occurrences:  # the document had it, but the prompt does not (--truncate cut it out)
                 raise UserError(f"--find {text!r}: not in the prompt (truncated out of the document?)")
-        if html is not None:
-            from ..views.html import write_html
-
-            presenter.progress(f"Writing {html}...")
-            write_html(inspection, html, layer=layer, head=head)
-        if png is not None:
-            from ..views.heatmap import write_heatmap
-
-            presenter.progress(f"Writing {png}...")
-            write_heatmap(inspection, png, scores=png_scores, head=head, found=found)
+        presenter.write_files(inspection, found)
     finally:
         presenter.close()
-    if output.as_json:
-        import json
-
-        data = inspection.to_json()
-        if searched:
-            data["found"] = [occurrence.to_json() for occurrences in found for occurrence in occurrences]
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-    else:
-        if answer:
-            sys.stdout.write(inspection.answer + "\n")
-            sys.stdout.flush()
-        from ..views.terminal import render
-
-        render(inspection, Console(highlight=False), layer=layer, head=head, full=full, found=found)
-    if not output.quiet:
-        for path in (html, png):
-            if path is not None:
-                console.stderr.print(f"Wrote {path}", markup=False, highlight=False)
+    presenter.inspected(inspection, found)
 
 
 def check_layer_and_head(config, layer: Optional[int], head: Optional[int]) -> None:

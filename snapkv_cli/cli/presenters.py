@@ -3,6 +3,7 @@
 :class:`ProgressPresenter` shows progress on stderr; :class:`AnswerPresenter` also writes answers to stdout, as plain
 text streamed as it is generated or as one JSON object per answer (JSONL), and the report to stderr;
 :class:`ChatPresenter` is its ``snapkv chat`` form (one report line per answer, errors that do not end the session);
+:class:`InspectPresenter` is ``snapkv inspect``'s (the HTML and PNG files, then the inspection on stdout);
 :class:`BatchProgress` is ``snapkv batch``'s (a progress bar of questions and documents done, tokens/s and time left,
 each failure as one line above it, and a summary table at the end). stdout only ever carries answers (or JSON);
 everything else goes to the stderr console.
@@ -26,6 +27,9 @@ from ..views.progress_display import progress_view
 from ..views.units import human_bytes
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..answering.inspection import Inspection, Occurrence
     from ..answering.prompting import Prompt
     from ..answering.report import Answer
     from ..batch.summary import BatchSummary
@@ -122,6 +126,57 @@ class ChatPresenter(AnswerPresenter):
             self.out.write("\n")
             self.out.flush()
         self.console.print(message, markup=False, highlight=False, soft_wrap=True)
+
+
+class InspectPresenter(ProgressPresenter):
+    """``snapkv inspect``'s output: the ``html`` page and ``png`` heatmap (of pooled scores with ``png_scores``)
+    asked for, a progress line before each; then on stdout the inspection as JSON with ``as_json`` (the ``--find``
+    texts' occurrences as ``"found"``), else the answer (``with_answer``) and the terminal view (``layer``,
+    ``head``, ``full``); then ``Wrote PATH`` on stderr for each file written (nothing when ``quiet``)."""
+
+    def __init__(self, console: Console, *, quiet: bool = False, as_json: bool = False, out: TextIO | None = None,
+                 html: Path | None = None, png: Path | None = None, png_scores: bool = False,
+                 layer: int | None = None, head: int | None = None, full: bool = False, with_answer: bool = False):
+        super().__init__(console, quiet=quiet)
+        self.as_json, self.out = as_json, out or sys.stdout
+        self.html, self.png, self.png_scores = html, png, png_scores
+        self.layer, self.head, self.full, self.with_answer = layer, head, full, with_answer
+        self.written: list[Path] = []
+
+    def write_files(self, inspection: Inspection, found: tuple[list[Occurrence], ...]) -> None:
+        """Write the HTML page and the PNG heatmap asked for (the ``found`` occurrences marked on the heatmap)."""
+        if self.html is not None:
+            from ..views.html import write_html
+
+            self.progress(f"Writing {self.html}...")
+            write_html(inspection, self.html, layer=self.layer, head=self.head)
+            self.written.append(self.html)
+        if self.png is not None:
+            from ..views.heatmap import write_heatmap
+
+            self.progress(f"Writing {self.png}...")
+            write_heatmap(inspection, self.png, scores=self.png_scores, head=self.head, found=found)
+            self.written.append(self.png)
+
+    def inspected(self, inspection: Inspection, found: tuple[list[Occurrence], ...]) -> None:
+        """Show ``inspection`` (one list of occurrences in ``found`` per ``--find`` text) once the run is over."""
+        if self.as_json:
+            data = inspection.to_json()
+            if found:
+                data["found"] = [occurrence.to_json() for occurrences in found for occurrence in occurrences]
+            self.out.write(json.dumps(data, ensure_ascii=False) + "\n")
+            self.out.flush()
+        else:
+            if self.with_answer:
+                self.out.write(inspection.answer + "\n")
+                self.out.flush()
+            from ..views.terminal import render
+
+            render(inspection, Console(file=self.out, highlight=False), layer=self.layer, head=self.head,
+                   full=self.full, found=found)
+        if not self.quiet:
+            for path in self.written:
+                self.console.print(f"Wrote {path}", markup=False, highlight=False)
 
 
 class BatchProgress(BatchPresenter):

@@ -53,10 +53,10 @@ def create_app(context: ServerContext, *, api_key: str | None = None) -> Guard:
     app = Starlette(
         routes=[Route("/", index, methods=["GET"]), Route("/health", health, methods=["GET"]),
                 Route("/api/status", status, methods=["GET"]),
-                *documents_routes.routes(context), *openai_routes.routes(context)],
+                *documents_routes.ROUTES, *openai_routes.ROUTES],
         exception_handlers={ApiError: api_error, HTTPException: http_error, Exception: server_error},
         lifespan=lambda app: _closing(context))
-    app.state.context = context  # for whoever embeds the server (and its tests)
+    app.state.context = context  # the routes find it here (context_of), as whoever embeds the server does
     return Guard(app, api_key=api_key)
 
 

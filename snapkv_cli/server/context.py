@@ -135,6 +135,12 @@ class ServerContext:
         self.store.close()
 
 
+def context_of(request: Request) -> ServerContext:
+    """The context of the application serving ``request`` (:func:`~snapkv_cli.server.app.create_app` keeps it in
+    the application's state)."""
+    return request.app.state.context
+
+
 async def _disconnect(request: Request) -> None:
     """Returns when the client has disconnected (the request's body already read)."""
     while (await request.receive())["type"] != "http.disconnect":

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from dataclasses import dataclass
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -24,12 +25,10 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from .bodies import read_json
-from .context import ServerContext
+from .context import context_of
 from .errors import ApiError
-from .sessions import Decoding
+from .request_options import EXTENSION, decoding, requested_settings
 from .sse import AnswerEvents, event, stream_job
-
-EXTENSION = "snapkv"
 
 
 def _content(message: dict, index: int) -> str:
@@ -67,39 +66,6 @@ def question_and_document(body: dict) -> tuple[str, str]:
     return question, document
 
 
-def _number(body: dict, name: str, kind, low, *, above: bool = False):
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, kind) or (value <= low if above else value < low):
-        bound = f"above {low}" if above else f"at least {low}"
-        raise ApiError(400, f"{name} must be a number {bound}, got {value!r}", param=name)
-    return value
-
-
-def decoding(body: dict) -> Decoding:
-    """The request's decoding options (OpenAI's names)."""
-    if body.get("n", 1) != 1:
-        raise ApiError(400, "n must be 1: one answer per request", param="n")
-    stop = body.get("stop")
-    if isinstance(stop, str):
-        stop = [stop]
-    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop)):
-        raise ApiError(400, "stop must be a string or a list of non-empty strings", param="stop")
-    tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    return Decoding(max_new_tokens=_number({"max_tokens": tokens}, "max_tokens", int, 1),
-                    temperature=_number(body, "temperature", (int, float), 0),
-                    seed=_number(body, "seed", int, -2**63), stop=tuple(stop or ()))
-
-
-def requested_settings(context: ServerContext, body: dict):
-    """The compression settings of the extension field ``snapkv: {"settings": {...}}`` (None: the server's)."""
-    extension = body.get(EXTENSION) or {}
-    if not isinstance(extension, dict):
-        raise ApiError(400, f"{EXTENSION} must be an object", param=EXTENSION)
-    return context.settings(extension.get("settings"))
-
-
 def finish_reason(report: dict) -> str:
     return "length" if report["stop"]["reason"] == "max_new_tokens" else "stop"
 
@@ -109,61 +75,78 @@ def usage(report: dict) -> dict:
             "total_tokens": report["prompt_tokens"] + report["generated_tokens"]}
 
 
-def routes(context: ServerContext) -> list[Route]:
-    async def models(request: Request):
-        return JSONResponse({"object": "list", "data": [
-            {"id": context.runner.loaded.name, "object": "model", "created": 0, "owned_by": "snapkv"}]})
+@dataclass(frozen=True)
+class Completion:
+    """One chat completion's identity, the same in its every chunk: its id, when it was created, the model's name."""
 
-    async def chat_completions(request: Request):
-        body = await read_json(request, context.json_limit)
-        question, text = question_and_document(body)
-        options = decoding(body)
-        settings = requested_settings(context, body)
-        document = await run_in_threadpool(context.read_text, text, "<chat>")
-        loop = asyncio.get_running_loop()
-        events = AnswerEvents(loop)
-        job = context.submit(lambda: context.sessions.answer(document, question, settings=settings,
-                                                             decoding=options), events)
-        identifier, created, model = f"chatcmpl-{secrets.token_hex(12)}", int(time.time()), context.runner.loaded.name
-        if not body.get("stream"):
-            answer = await context.outcome(request, job)
-            report = answer.report.to_json()
-            return JSONResponse({
-                "id": identifier, "object": "chat.completion", "created": created, "model": model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": report["answer"]},
-                             "finish_reason": finish_reason(report), "logprobs": None}],
-                "usage": usage(report), EXTENSION: {"report": report}})
-        # the response starts with the first event: a request that fails before it gets its HTTP status
-        await context.outcome(request, job, events.begun)
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    id: str
+    created: int
+    model: str
 
-        def chunk(delta: dict, reason: str | None = None, **extra) -> str:
-            return event({"id": identifier, "object": "chat.completion.chunk", "created": created, "model": model,
-                          "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}],
-                          **extra})
+    @classmethod
+    def new(cls, model: str) -> Completion:
+        return cls(f"chatcmpl-{secrets.token_hex(12)}", int(time.time()), model)
 
-        def render(kind: str, value) -> str | None:
-            return chunk({"content": value}) if kind == "text" else None
+    def head(self, kind: str) -> dict:
+        """The fields every object of the completion starts with; ``kind``: its ``object``."""
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
 
-        def finish(answer) -> list[str]:
-            report = answer.report.to_json()
-            sent = [chunk({}, finish_reason(report), **{EXTENSION: {"report": report}})]
-            if include_usage:
-                sent.append(event({"id": identifier, "object": "chat.completion.chunk", "created": created,
-                                   "model": model, "choices": [], "usage": usage(report)}))
-            return [*sent, event("[DONE]")]
+    def chunk(self, delta: dict, reason: str | None = None, **extra) -> str:
+        """One streamed chunk's event."""
+        return event({**self.head("chat.completion.chunk"),
+                      "choices": [{"index": 0, "delta": delta, "finish_reason": reason, "logprobs": None}], **extra})
 
-        def fail(error: Exception) -> list[str]:
-            return [event(context.api_error(error).body()), event("[DONE]")]
 
-        async def body_events():
-            yield chunk({"role": "assistant", "content": ""})
-            async for sent in stream_job(job, events, render, finish, fail):
-                yield sent
+async def models(request: Request):
+    context = context_of(request)
+    return JSONResponse({"object": "list", "data": [
+        {"id": context.runner.loaded.name, "object": "model", "created": 0, "owned_by": "snapkv"}]})
 
-        return StreamingResponse(body_events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    return [Route("/v1/models", models, methods=["GET"]),
-            Route("/v1/chat/completions", chat_completions, methods=["POST"])]
+async def chat_completions(request: Request):
+    context = context_of(request)
+    body = await read_json(request, context.json_limit)
+    question, text = question_and_document(body)
+    options = decoding(body)
+    settings = requested_settings(context, body)
+    document = await run_in_threadpool(context.read_text, text, "<chat>")
+    events = AnswerEvents(asyncio.get_running_loop())
+    job = context.submit(lambda: context.sessions.answer(document, question, settings=settings, decoding=options),
+                         events)
+    completion = Completion.new(context.runner.loaded.name)
+    if not body.get("stream"):
+        answer = await context.outcome(request, job)
+        report = answer.report.to_json()
+        return JSONResponse({
+            **completion.head("chat.completion"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": report["answer"]},
+                         "finish_reason": finish_reason(report), "logprobs": None}],
+            "usage": usage(report), EXTENSION: {"report": report}})
+    # the response starts with the first event: a request that fails before it gets its HTTP status
+    await context.outcome(request, job, events.begun)
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
 
+    def render(kind: str, value) -> str | None:
+        return completion.chunk({"content": value}) if kind == "text" else None
+
+    def finish(answer) -> list[str]:
+        report = answer.report.to_json()
+        sent = [completion.chunk({}, finish_reason(report), **{EXTENSION: {"report": report}})]
+        if include_usage:
+            sent.append(event({**completion.head("chat.completion.chunk"), "choices": [], "usage": usage(report)}))
+        return [*sent, event("[DONE]")]
+
+    def fail(error: Exception) -> list[str]:
+        return [event(context.api_error(error).body()), event("[DONE]")]
+
+    async def body_events():
+        yield completion.chunk({"role": "assistant", "content": ""})
+        async for sent in stream_job(job, events, render, finish, fail):
+            yield sent
+
+    return StreamingResponse(body_events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+ROUTES = [Route("/v1/models", models, methods=["GET"]),
+          Route("/v1/chat/completions", chat_completions, methods=["POST"])]
