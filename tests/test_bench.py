@@ -500,3 +500,18 @@ def test_provenance_names_the_cpu_features_speed_depends_on(tmp_path, monkeypatc
     assert cpu_vector_features() == ["avx2", "fma", "avx512f", "avx512_bf16"]
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx\n", encoding="utf-8")
     assert cpu_vector_features() == []
+
+
+def test_the_benchmarks_methods_help_names_every_method():
+    """``--methods`` lists every registered method before the suffixes that combine with them."""
+    import re
+
+    from typer.testing import CliRunner
+
+    from snapkv_cli.cli import app
+    from snapkv_cli.engine.methods import METHODS
+
+    for bench in ("accuracy", "niah"):
+        shown = " ".join(re.sub(r"[│╭╮╰╯─]", " ", CliRunner().invoke(app, ["bench", bench, "--help"]).stdout).split())
+        listed = shown.split("Comma-separated methods: a method (")[1].split(")")[0]
+        assert re.split(r", | or ", listed) == list(METHODS), bench

@@ -155,6 +155,7 @@ def test_a_new_setting_and_method_reach_the_cli_report_bench_and_docs(extended, 
     for bench in ("accuracy", "niah"):
         shown = _shown(runner.invoke(app, ["bench", bench, "--help"]).stdout)
         assert "+loudknob (the knob turned up, for any compressing method)" in shown, bench
+        assert "a method (full, snapkv, " in shown and "dummykv" in shown.split("optionally with")[0], bench
         # dummykv pools its votes: the causal window now applies to more compressing methods than not
         assert ("+causalpool (the causal pooling window, for any compressing method but chunkkv, h2o, tova, "
                 "streamingllm and random)") in shown, bench

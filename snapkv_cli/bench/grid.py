@@ -78,7 +78,8 @@ def _and(names: list[str]) -> str:
 
 
 def methods_help() -> str:
-    """The help of a benchmark's ``--methods``: the label grammar, each suffix with the methods it applies to."""
+    """The help of a benchmark's ``--methods``: every method, the label grammar, each suffix with the methods it
+    applies to."""
     compressing = [name for name, method in METHODS.items() if method.compresses]
     parts = []
     for suffix, (_, declared) in SUFFIXES.items():
@@ -87,7 +88,8 @@ def methods_help() -> str:
         methods = (_and(names) if len(names) <= len(others) else
                    f"any compressing method but {_and(others)}" if others else "any compressing method")
         parts.append(f"+{suffix} ({declared.help}, for {methods})")
-    return ("Comma-separated methods: a method, optionally with, in this order, " + ", ".join(parts) +
+    return (f"Comma-separated methods: a method ({alternatives(list(METHODS))}), optionally with, in this order, "
+            + ", ".join(parts) +
             "; at most one suffix per setting.")
 
 
