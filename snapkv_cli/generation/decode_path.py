@@ -16,7 +16,7 @@ products of a decoding step change:
 - oneDNN, PyTorch's default kernel library for bfloat16 products on x86, is switched off around each decoding step
   where the CPU computes bfloat16 natively (AVX512_BF16, AMX, Arm bf16), where PyTorch's own matrix-vector kernel
   measured faster at one row, and left on elsewhere (an AVX2 CPU), where oneDNN's measured faster
-  (``tools/probes/kernel_probe.py``, ``docs/decisions/2026-12-04-decode-weights.md``). The switch is set on entering a
+  (``tools/probes/decode/kernels.py``, ``docs/decisions/2026-12-04-decode-weights.md``). The switch is set on entering a
   step and restored on leaving it, so the prefill always runs with the process's own setting.
 
 With ``int4`` the Linear layers whose weights already are 4-bit blocks (the built-in default model's, from its Q4_1

@@ -137,8 +137,8 @@ longdoc() {  # snapkv ask about a 44-page PDF (about 24k tokens) with gemma3-270
 }
 
 decodeprofile() {  # the output projection's share of a decode step with gemma3-270m's 262k vocabulary (1 min)
-  echo "[$(date -u +%H:%M:%S)] tools/probes/decode_profile.py" >&2
-  flock "$lock" python -m tools.probes.decode_profile --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
+  echo "[$(date -u +%H:%M:%S)] tools/probes/decode lm-head" >&2
+  flock "$lock" python -m tools.probes.decode lm-head --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
     --out "$out/decode_profile.json.partial"
   mv "$out/decode_profile.json.partial" "$out/decode_profile.json"
 }

@@ -61,16 +61,9 @@ from tools.bench import (
 )
 from tools.bench.peers import llamacpp_bench, peers_bench
 from tools.docs import inspect_example, methods_table, prose, quickstart_report, usage_doc
-from tools.probes import (
-    compiled_decode_probe,
-    decode_profile,
-    decode_speed,
-    decode_step_profile,
-    decode_step_variants,
-    kernel_probe,
-    selection_threads,
-    weight_dtype_bench,
-)
+from tools.probes import selection_threads
+from tools.probes.decode import compiled_step, kernels, lm_head, step_profile, step_variants, weight_dtypes
+from tools.probes.decode import speed as decode_speed
 
 FILES = (prose.DOCS / "benchmarks.md", ROOT / "README.md",
          *(prose.DOCS / name for name in ("guide.md", "usage.md", "methods.md", "multi_question.md", "peers.md",
@@ -93,8 +86,8 @@ OWNERS = (prose, methods_table, quickstart_report, usage_doc, inspect_example,
           accuracy, speed, niah, inspect_find, multi_question_bench, batch_bench, serve_bench, long_memory_bench,
           long_cost_bench, long_document_run, methods_timing, selection_cost, prefill_bench, default_rule,
           dtype_accuracy, mutation, peers_bench, llamacpp_bench,
-          decode_speed, weight_dtype_bench, kernel_probe, decode_step_profile, decode_step_variants,
-          compiled_decode_probe, selection_threads, decode_profile)
+          decode_speed, weight_dtypes, kernels, step_profile, step_variants, compiled_step, selection_threads,
+          lm_head)
 
 
 def _registry(attribute: str) -> dict:

@@ -513,7 +513,7 @@ def inspect_keys() -> list[tuple[str, str]]:
     from snapkv_cli.answering.inspection import Occurrence
 
     data = _sample_inspection().to_json()
-    data["found"] = [Occurrence("a", 0, 1, np.ones((1, 1), dtype=np.int64)).to_json()]  # --find's "found" (cli/presenters.py)
+    data["found"] = [Occurrence("a", 0, 1, np.ones((1, 1), dtype=np.int64)).to_json()]  # --find's (cli/presenters.py)
     typed = _report_types()
     return [(path, typed.get(path) or _value_type(value)) for path, value in _paths(data)]
 

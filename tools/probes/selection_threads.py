@@ -84,7 +84,7 @@ def main() -> None:
 # -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
 
 def selection_threads_table(path: str) -> str:
-    """``tools/probes/py``: the default method's whole selection step per way of choosing its threads,
+    """The default method's whole selection step per way of choosing its threads,
     idle and with busy jobs beside it: seconds per round, what it ran on, and whether it kept the same positions."""
     report = prose.load(path)
     cells: dict[tuple[int, str], list[dict]] = {}

@@ -1,5 +1,5 @@
-"""The compiled kernel paths for a decoding step's largest products: ``torch.compile`` (inductor) of one ``nn.Linear``
-against eager float32 and bfloat16, on this host.
+"""``compiled-kernels``: the compiled kernel paths for a decoding step's largest products: ``torch.compile``
+(inductor) of one ``nn.Linear`` against eager float32 and bfloat16, on this host.
 
 The two output projections (the default model's 49152 x 576, gemma3-270m's 262144 x 640) are far larger than the
 CPU's caches, as every weight of a decoding step is in effect (the step reads them all once): they are where a
@@ -22,12 +22,13 @@ is taken within the round, so a busy machine slows them alike. The eager columns
 
 Usage::
 
-    .venv/bin/python -m tools.probes.compiled_probe --threads 1 --rounds 5 --out docs/results/compiled_probe.json
+    .venv/bin/python -m tools.probes.decode compiled-kernels --threads 1 --rounds 5 \\
+        --out docs/results/compiled_probe.json
 """
 
 from __future__ import annotations
 
-from tools.probes.kernel_probe import probe, start_probe, write_probe
+from tools.probes.decode import common, kernels
 
 SHAPES = ((49152, 576), (262144, 640))  # (rows, columns): the default model's and gemma3-270m's output projections
 EAGER = ("float32", "bf16")
@@ -39,6 +40,7 @@ COMPILED = {"float32_compiled": ("float32", {}, {"freezing": True}),
             "float32_autotune_unfrozen": ("float32", AUTOTUNE, {"freezing": False}),
             "float32_cpp_template": ("float32", AUTOTUNE, {"freezing": True, "max_autotune_gemm_backends": "CPP"})}
 VARIANTS = (*EAGER, *COMPILED)
+arguments = kernels.arguments  # the options of every measurement of products
 
 
 def make_calls(rows: int, k: int, variants: tuple[str, ...] = VARIANTS) -> tuple[dict, dict[str, str]]:
@@ -90,40 +92,33 @@ def measure_one(rows: int, k: int, variant: str, rounds: int, calls: int) -> dic
     """In this process: the eager variants and one compiled ``variant`` (the only compilation in the process, so no
     compiled function is reset or recompiled under another's settings), timed in turn over ``rounds``."""
     functions, failed = make_calls(rows, k, (*EAGER, variant))
-    summary = probe(f"1x{k} @ {rows}x{k}.T, {variant}", functions, rounds, calls)
+    summary = kernels.probe(f"1x{k} @ {rows}x{k}.T, {variant}", functions, rounds, calls)
     return {"summary": summary, "failed": failed}
 
 
-def main() -> None:
-    import json
-    import subprocess
-    import sys
+def child(argv: list[str]) -> None:
+    """One compiled variant beside the eager ones, in this process: ROWS K VARIANT ROUNDS CALLS THREADS."""
+    rows, k, variant, rounds, calls, threads = argv
+    import torch
 
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":  # --child ROWS K VARIANT ROUNDS CALLS THREADS
-        rows, k, variant, rounds, calls, threads = sys.argv[2:8]
-        import torch
+    torch.set_num_threads(int(threads))
+    common.result(measure_one(int(rows), int(k), variant, int(rounds), int(calls)))
 
-        torch.set_num_threads(int(threads))
-        print("RESULT " + json.dumps(measure_one(int(rows), int(k), variant, int(rounds), int(calls))), flush=True)
-        return
-    args, start = start_probe(__doc__.split("\n")[0])
+
+def run(args) -> None:
+    started = common.start(args)
     results, failures = {}, {}
     for rows, k in SHAPES:
         label = f"1x{k} @ {rows}x{k}.T"
         results[label], failures[label] = {}, {}
         for variant in COMPILED:  # each compiled variant in a fresh process, with the eager ones
-            out = subprocess.run([sys.executable, "-m", "tools.probes.compiled_probe", "--child", str(rows), str(k), variant,
-                                  str(args.rounds), str(args.calls), str(args.threads)],
-                                 capture_output=True, text=True, check=True).stdout
-            child = json.loads(next(line for line in out.splitlines() if line.startswith("RESULT "))[7:])
-            for name, row in child["summary"].items():
+            measured = common.in_fresh_process("compiled-kernels", rows, k, variant, args.rounds, args.calls,
+                                               args.threads)
+            for name, row in measured["summary"].items():
                 if name not in EAGER or name not in results[label]:  # the eager rows of the first process
                     results[label][name] = row
-            failures[label].update(child["failed"])
+            failures[label].update(measured["failed"])
             print(f"{label} {variant}: " + ", ".join(f"{name} x{row['speedup_vs_float32_median']:.2f}"
-                                                    for name, row in child["summary"].items()), flush=True)
-    write_probe(args, start, "compiled_probe", decode=results, failed=failures)
+                                                    for name, row in measured["summary"].items()), flush=True)
+    common.write(args, started, "compiled_probe", kernels=True, decode=results, failed=failures)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""Where a decode step's time goes with a large vocabulary: the output projection (lm_head) against the rest.
+"""``lm-head``: where a decode step's time goes with a large vocabulary: the output projection (lm_head) against
+the rest.
 
 Prefills LENGTH tokens of prose with SnapKV (budget 1024) through ``generate_answer``, decoding ``--new-tokens``
 tokens; forward hooks on the model's ``lm_head`` time the output projection inside each decode step. Also times
@@ -7,39 +8,32 @@ and checks that the prefill asks for the last position's logits only.
 
 Usage::
 
-    .venv/bin/python -m tools.probes.decode_profile --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
+    .venv/bin/python -m tools.probes.decode lm-head --model gemma3-270m --length 1024 --new-tokens 32 --threads 1 \
         --out docs/results/decode_profile.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from pathlib import Path
 
 from tools.docs import prose
+from tools.probes.decode import common
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(parser) -> None:
     parser.add_argument("--model", default="gemma3-270m")
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--new-tokens", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--out", type=Path, help="also write the report with its provenance to this JSON file")
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+    common.output_arguments(parser, threads=None)
 
-    start = run_start()
 
+def run(args) -> None:
+    begun = common.start(args)
     from snapkv_cli.generation.allocator import return_freed_memory_to_os
 
     return_freed_memory_to_os()
     import torch
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
 
     from snapkv_cli.bench.speed import prose_ids
     from snapkv_cli.engine import CompressionSettings
@@ -96,15 +90,13 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
     }
     print(json.dumps(report))
-    if args.out:
-        write_result(args.out, "decode_profile", args, provenance(loaded, start), report=report)
+    common.write(args, begun, "decode_profile", loaded, report=report)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 def decode_profile_facts(path: str) -> dict[str, str]:
-    """``tools/probes/py``: the output projection's share of a decode step with a large vocabulary."""
+    """The output projection's share of a decode step with a large vocabulary."""
     result = prose.load(path)
     run = result["report"]
     return {
@@ -119,8 +111,5 @@ def decode_profile_facts(path: str) -> dict[str, str]:
         "bfloat16": f"{run['lm_head_alone_bfloat16_ms']:.0f} ms",
     }
 
+
 FACTS = {"decode-profile": decode_profile_facts}
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""Decode speed from a compressed cache on a CPU: this project's decoding step against the model's own forward.
+"""``speed``: decode speed from a compressed cache on a CPU: this project's decoding step against the model's
+own forward.
 
 For each weight dtype and prompt length, prefills LENGTH tokens of prose once with the command line's default method
 and settings (budget ``--budget``), then times greedy decoding steps from that compressed cache, in rounds, at each
@@ -17,37 +18,38 @@ row to the ``snapkv-gqa`` row paired within each round, and writes JSON with pro
 
 Usage::
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.probes.decode_speed --lengths 2048 4096 8192 \
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.probes.decode speed --lengths 2048 4096 8192 \
         --threads 1 2 --dtypes float32 bfloat16 --rounds 3 --out docs/results/decode_speed.json
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import time
 from pathlib import Path
 
 from tools.docs import prose
+from tools.probes.decode import common
 
 ROWS = ("snapkv", "snapkv-gqa", "model-only")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(parser) -> None:
     parser.add_argument("--model", default=None, help="default: the default model")
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8192])
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="each thread count in turn")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--budget", type=int, default=1024)
     parser.add_argument("--new-tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, help="also write the results with their provenance to this JSON file")
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+    parser.add_argument("--out", type=Path, help="write the results with their provenance to this JSON file")
 
-    start = run_start()
+
+def run(args) -> None:
+    from snapkv_cli.bench.provenance import run_start
+
+    started = run_start()  # the thread counts take turns within each round (common.start sets one)
     import torch
 
     from snapkv_cli.bench.speed import prose_ids
@@ -89,9 +91,7 @@ def main() -> None:
                 print(json.dumps(ratio), flush=True)
         del caches
     torch.set_num_threads(max(args.threads))
-    if args.out:
-        write_result(args.out, "decode_speed", args, provenance(loaded, start), settings=settings.as_dict(),
-                     results=results)
+    common.write(args, started, "decode_speed", loaded, settings=settings.as_dict(), results=results)
 
 
 def _prefilled(loaded, ids: list[int], settings, chunk: int | None) -> dict:
@@ -145,8 +145,7 @@ def _decode(model, caches: dict, row: str, steps: int) -> dict:
     return {"tokens_per_s": steps / elapsed, "ids": ids}
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 def decode_speed(path: str) -> str:
     """Decode tok/s from a compressed cache: this project's step, the grouped-query dispatch it replaced in reduced
@@ -154,6 +153,8 @@ def decode_speed(path: str) -> str:
     report = prose.load(path)
     cells: dict = {}
     for result in report["results"]:
+        if "decode_tokens_per_s" not in result:  # a paired ratio's row
+            continue
         stats = result["decode_tokens_per_s"]
         cells.setdefault((result["dtype"], result["threads"], result["length"]), {})[result["row"]] = (
             f"{stats['median']:.1f} ({stats['q1']:.1f}-{stats['q3']:.1f})")
@@ -164,7 +165,3 @@ def decode_speed(path: str) -> str:
 
 
 TABLES = {"decode-speed": decode_speed}
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,8 @@
-"""The default model's weights in float32, bfloat16 and int8 on a CPU: prefill and decode speed, load time and peak
-memory of ``snapkv ask``, side by side in one run.
+"""``weight-dtypes``: the default model's weights in float32, bfloat16 and int8 on a CPU: prefill and decode speed,
+load time and peak memory of ``snapkv ask``, side by side in one run.
 
-    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.probes.weight_dtype_bench --rounds 3 --threads 1 \
-        --json docs/results/weight_dtype.json
+    flock /tmp/snapkv-heavy.lock .venv/bin/python -m tools.probes.decode weight-dtypes --rounds 3 --threads 1 \
+        --out docs/results/weight_dtype.json
 
 Every measurement is a fresh ``snapkv ask --json`` process (its report gives prefill_s, decode tok/s, load_s and peak
 RSS); the variants take turns round after round, so a busy machine slows them alike, and each round's ratios to
@@ -13,15 +13,14 @@ before the bfloat16 copy was saved once), ``bfloat16`` reads that copy.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 from tools.docs import prose
+from tools.docs.quickstart_report import DOCUMENT, QUESTION
+from tools.probes.decode import common
 
 ASK_VARIANTS = {"float32": ["--dtype", "float32"], "bfloat16": ["--dtype", "bfloat16"],
                 "int8": ["--dtype", "bfloat16", "--quantize", "int8"],
@@ -66,22 +65,16 @@ def load(args, variant: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def spread(values: list[float]) -> dict:
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
-
-
-def main(argv: list[str] | None = None) -> None:
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--doc", default="examples/annual_report.pdf")
-    parser.add_argument("--question", default="Who is the chief executive of Northwind Harbor Logistics?")
+def arguments(parser) -> None:
+    parser.add_argument("--doc", default=DOCUMENT)
+    parser.add_argument("--question", default=QUESTION)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--json", type=Path)
-    args = parser.parse_args(argv)
-    start = run_start()
+    common.output_arguments(parser)
+
+
+def run(args) -> None:
+    started = common.start(args)
     for variant in ASK_VARIANTS:  # the first use of a dtype may save its copy: not timed
         ask(args, variant)
     rounds = []
@@ -98,25 +91,23 @@ def main(argv: list[str] | None = None) -> None:
         runs = [one["ask"][variant] for one in rounds]
         base = [one["ask"]["float32"] for one in rounds]
         summary[variant] = {
-            key: spread([run[key] for run in runs])
+            key: common.min_median_max([run[key] for run in runs])
             for key in ("prefill_tokens_per_s", "decode_tokens_per_s", "load_s", "peak_rss_mb")}
-        summary[variant]["prefill_vs_float32"] = spread(
+        summary[variant]["prefill_vs_float32"] = common.min_median_max(
             [round(run["prefill_tokens_per_s"] / ref["prefill_tokens_per_s"], 2) for run, ref in zip(runs, base)])
-        summary[variant]["decode_vs_float32"] = spread(
+        summary[variant]["decode_vs_float32"] = common.min_median_max(
             [round(run["decode_tokens_per_s"] / ref["decode_tokens_per_s"], 2) for run, ref in zip(runs, base)])
         summary[variant]["answers"] = sorted({run["answer"] for run in runs})
-    loads = {variant: spread([one["load"][variant]["load_s"] for one in rounds]) for variant in LOAD_VARIANTS}
+    loads = {variant: common.min_median_max([one["load"][variant]["load_s"] for one in rounds])
+             for variant in LOAD_VARIANTS}
     print(json.dumps({"ask": summary, "load_s": loads}, indent=1))
-    if args.json:
-        write_result(args.json, "weight_dtype", args, provenance(None, start), rounds=rounds, summary=summary,
-                     load_s=loads)
+    common.write(args, started, "weight_dtype", rounds=rounds, summary=summary, load_s=loads)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 def weight_dtype_table(path: str) -> str:
-    """``tools/probes/py``: each weight variant's prefill and decode speed, their ratios to float32
+    """Each weight variant's prefill and decode speed, their ratios to float32
     within each round, peak RSS and load time, as min / median / max over the rounds."""
     report = prose.load(path)
     labels = {"float32": "float32", "bfloat16": "bfloat16", "int8": "bfloat16 + int8", "float32-int8": "float32 + int8"}
@@ -133,7 +124,3 @@ def weight_dtype_table(path: str) -> str:
 
 
 TABLES = {"weight-dtype-table": weight_dtype_table}
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""One decoding step of the default model, float32 against ``--decode-weights bfloat16``, timed and profiled per op.
+"""``step-profile``: one decoding step of the default model, float32 against ``--decode-weights bfloat16``, timed
+and profiled per op.
 
 Prefills LENGTH tokens of prose once with the default method (budget 1024), then decodes from that compressed cache
 in rounds: in each round ``--steps`` steps with the weights as loaded, then ``--steps`` with the bfloat16 decode
@@ -9,72 +10,39 @@ CPU time per step (the top ``--top`` ops).
 
 Usage::
 
-    .venv/bin/python -m tools.probes.decode_step_profile --length 4096 --threads 1 --rounds 5 \\
+    .venv/bin/python -m tools.probes.decode step-profile --length 4096 --threads 1 --rounds 5 \\
         --out docs/results/decode_step_profile.json
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from pathlib import Path
 
 from tools.docs import prose
+from tools.probes.decode import common
 
 
-def profiled(step, steps: int, top: int) -> dict:
-    """``steps`` calls of ``step`` under ``torch.profiler``: the self CPU milliseconds per step, and the ``top`` ops by
-    self CPU time with their calls and milliseconds per step and their share."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
-            step()
-    events = sorted(prof.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
-    total = sum(event.self_cpu_time_total for event in events)
-    return {"self_cpu_ms_per_step": round(total / 1000 / steps, 2),
-            "ops": [{"op": event.key, "calls_per_step": event.count / steps,
-                     "self_ms_per_step": round(event.self_cpu_time_total / 1000 / steps, 3),
-                     "share": round(event.self_cpu_time_total / total, 4)} for event in events[:top]]}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(parser) -> None:
     parser.add_argument("--model", default=None, help="a built-in model (default: the default model)")
     parser.add_argument("--length", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--profile-steps", type=int, default=8)
     parser.add_argument("--top", type=int, default=12)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+    common.output_arguments(parser)
 
-    start = run_start()
+
+def run(args) -> None:
+    started = common.start(args)
     import torch
 
-    torch.set_num_threads(args.threads)
-    from snapkv_cli.bench.grid import MethodGrid, default_label
-    from snapkv_cli.bench.speed import prose_ids
-    from snapkv_cli.engine import SnapKVCache, attached
-    from snapkv_cli.generation import prefill
     from snapkv_cli.generation.decode_path import attach, detach
-    from snapkv_cli.models.loader import load_model
 
-    loaded = load_model(args.model, device="cpu", dtype="float32")
-    model = loaded.model
-    ids = prose_ids(loaded.tokenizer, args.length)
-    settings = MethodGrid().settings(default_label(), 1024)  # the default method, as the bench runs it
-    cache = SnapKVCache(settings=settings, config=model.config)
-    position = [len(ids)]
-    with attached(model), torch.inference_mode():
-        began = time.perf_counter()
-        logits = prefill(model, ids, cache)
-        prefill_s = time.perf_counter() - began
+    with common.prefilled(args.length, args.model) as done:
+        model, cache = done.loaded.model, done.cache
+        position, token = [len(done.ids)], [done.first]
         path = attach(model)
-        token = [int(logits.argmax())]
 
         def step(fast: bool) -> None:
             where = torch.tensor([[position[0]]])
@@ -100,29 +68,23 @@ def main() -> None:
                   f"{1000 * times[True]:.1f} ms/step, x{times[False] / times[True]:.2f}", flush=True)
         profiles = {}
         for name, fast in (("float32", False), ("bf16_steps", True)):
-            profiles[name] = profiled(lambda fast=fast: step(fast), args.profile_steps, args.top)
+            profiles[name] = common.profiled(lambda fast=fast: step(fast), args.profile_steps, args.top)
             print(f"{name}: " + ", ".join(f"{op['op']} {op['self_ms_per_step']:.1f} ms"
                                           for op in profiles[name]["ops"][:6]), flush=True)
         kept_keys = cache.get_seq_length()
         copied = path.copied_bytes
         detach(model)
-    speedups = sorted(row["speedup"] for row in per_round)
-    summary = {"speedup_median": statistics.median(speedups), "speedup_min": speedups[0],
-               "speedup_max": speedups[-1],
-               "float32_ms_median": statistics.median(row["float32_ms"] for row in per_round),
-               "bf16_ms_median": statistics.median(row["bf16_ms"] for row in per_round)}
+    summary = step_summary(per_round)
     print(summary)
-    if args.out:
-        write_result(args.out, "decode_step_profile", args, provenance(loaded, start), prompt_tokens=len(ids),
-                     prefill_s=round(prefill_s, 2), cache_positions=kept_keys, bf16_copy_bytes=copied,
-                     decode_path=path.describe(), rounds=per_round, summary=summary, profiles=profiles)
+    common.write(args, started, "decode_step_profile", done.loaded, prompt_tokens=len(done.ids),
+                 prefill_s=round(done.prefill_s, 2), cache_positions=kept_keys, bf16_copy_bytes=copied,
+                 decode_path=path.describe(), rounds=per_round, summary=summary, profiles=profiles)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 def decode_step_profile_table(path: str) -> str:
-    """``tools/probes/py``: the ops that take a decoding step's time, float32 against bfloat16 steps
+    """The ops that take a decoding step's time, float32 against bfloat16 steps
     (torch.profiler, self CPU time per step): the six largest in either, and all ops."""
     report = prose.load(path)
     profiles = report["profiles"]
@@ -137,11 +99,8 @@ def decode_step_profile_table(path: str) -> str:
     return prose.table((["op (ms per step)", *profiles], rows))
 
 
-def _decode_step_summary(rounds: list[dict]) -> dict:
-    """The decode step profile's summary, recomputed from its paired rounds (as ``tools/probes/py``
-    stores it)."""
-    import statistics
-
+def step_summary(rounds: list[dict]) -> dict:
+    """The decode step profile's summary, recomputed from its paired rounds (as :func:`run` stores it)."""
     speedups = sorted(row["speedup"] for row in rounds)
     return {"speedup_median": statistics.median(speedups), "speedup_min": speedups[0], "speedup_max": speedups[-1],
             "float32_ms_median": statistics.median(row["float32_ms"] for row in rounds),
@@ -149,11 +108,11 @@ def _decode_step_summary(rounds: list[dict]) -> dict:
 
 
 def decode_step_profile_facts(path: str) -> dict[str, str]:
-    """``tools/probes/py``: the prompt and the cache after the steps, the paired rounds' step times and
+    """The prompt and the cache after the steps, the paired rounds' step times and
     speed-up (recomputed from the rounds), the matrix products' and all ops' time against float32 in the profile
     (``mm``, ``all-ops``), the products per step, the bfloat16 copies' bytes, where it ran."""
     report = prose.load(path)
-    summary, profiles = _decode_step_summary(report["rounds"]), report["profiles"]
+    summary, profiles = step_summary(report["rounds"]), report["profiles"]
     mm = {name: next(op for op in profile["ops"] if op["op"] == "aten::mm") for name, profile in profiles.items()}
     every = {name: profile["self_cpu_ms_per_step"] for name, profile in profiles.items()}
     return {"prompt-tokens": f"{report['prompt_tokens']:,}", "cache-positions": f"{report['cache_positions']:,}",
@@ -173,12 +132,8 @@ FACTS = {"decode-step-profile": decode_step_profile_facts}
 
 def stored_summary(report: dict) -> str | None:
     """A decode step profile's stored summary against its recomputation from its rounds."""
-    return "stored summary differs from the rounds" if report["summary"] != _decode_step_summary(report["rounds"]) \
+    return "stored summary differs from the rounds" if report["summary"] != step_summary(report["rounds"]) \
         else None
 
 
 CHECKS = {"decode_step_profile": stored_summary}
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
-"""A whole decoding step compiled as one graph (``torch.compile``, inductor, weights frozen or not) against the eager
-steps snapkv-cli runs, on the default model's compressed cache.
+"""``compiled-step``: a whole decoding step compiled as one graph (``torch.compile``, inductor, weights frozen or
+not) against the eager steps snapkv-cli runs, on the default model's compressed cache.
 
 A compiled step needs fixed shapes, which the project's cache (its layers grow by a token a step) does not have. So
 after the prefill (the CLI's default method, budget 1024: every layer and KV head keeps the same number of tokens)
@@ -24,23 +24,20 @@ a compiled variant must choose the tokens its eager counterpart chooses.
 
 Usage::
 
-    .venv/bin/python -m tools.probes.compiled_decode_probe --length 4096 --threads 2 --rounds 4 \\
+    .venv/bin/python -m tools.probes.decode compiled-step --length 4096 --threads 2 --rounds 4 \\
         --out docs/results/compiled_decode_probe.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 from tools.docs import prose
+from tools.probes.decode import common
 
 EAGER = ("float32", "bf16")
 # compiled variant: (the eager variant it compiles, inductor's freezing)
@@ -51,25 +48,22 @@ RUNS = (("static_float32_frozen", "cold"), ("static_bf16_frozen", "cold"), ("sta
 TOKENS_KEPT = 24  # tokens of each variant's first round compared and recorded
 
 
-def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> dict:
-    """In this process: prefill once, then the eager variants and one compiled ``variant`` in turn."""
+def child(argv: list[str]) -> None:
+    """In this process: prefill once, then the eager variants and one compiled variant in turn: LENGTH THREADS
+    VARIANT ROUNDS STEPS."""
+    length, threads, variant, rounds, steps = argv
+    common.result(measure(int(length), int(threads), variant, int(rounds), int(steps)))
+
+
+def measure(length: int, threads: int, variant: str, rounds: int, steps: int) -> dict:
     import torch
     from transformers import StaticCache
 
     torch.set_num_threads(threads)
-    from snapkv_cli.bench.grid import MethodGrid, default_label
-    from snapkv_cli.bench.speed import prose_ids
-    from snapkv_cli.engine import SnapKVCache, attached
-    from snapkv_cli.generation import prefill
     from snapkv_cli.generation.decode_path import attach
-    from snapkv_cli.models.loader import load_model
 
-    loaded = load_model(None, device="cpu", dtype="float32")
-    model = loaded.model
-    ids = prose_ids(loaded.tokenizer, length)
-    cache = SnapKVCache(settings=MethodGrid().settings(default_label(), 1024), config=model.config)
-    with attached(model), torch.inference_mode():
-        first = int(prefill(model, ids, cache).argmax())
+    with common.prefilled(length) as done:
+        model, cache, ids, first = done.loaded.model, done.cache, done.ids, done.first
         kept = {layer.keys.shape[2] for layer in cache.layers}
         assert len(kept) == 1, "every layer keeps as many tokens (uniform heads)"
         kept_tokens = kept.pop()
@@ -79,8 +73,8 @@ def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> d
         path = attach(model)
         base, freezing = COMPILED[variant]
         compiled = torch.compile(model)  # compiled at its first call, below, with the variant's freezing
-        # the eager variants continue the project's cache in turn (as tools/probes/decode_step_profile does), the compiled
-        # one its static copy; each is fed the token its own last step chose
+        # the eager variants continue the project's cache in turn (as step-profile does), the compiled one its static
+        # copy; each is fed the token its own last step chose
         state = {name: {"token": first, "done": 0, "tokens": []} for name in (*EAGER, variant)}
 
         def step(name: str) -> None:
@@ -129,33 +123,21 @@ def child(length: int, threads: int, variant: str, rounds: int, steps: int) -> d
             "same_tokens_as_eager": same_tokens, "decode_path": path.describe()}
 
 
-def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":  # --child LENGTH THREADS VARIANT ROUNDS STEPS
-        length, threads, variant, rounds, steps = sys.argv[2:7]
-        print("RESULT " + json.dumps(child(int(length), int(threads), variant, int(rounds), int(steps))), flush=True)
-        return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(parser) -> None:
     parser.add_argument("--length", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+    common.output_arguments(parser, threads=2)
 
-    from .selection_cost import spread
 
-    start = run_start()
+def run(args) -> None:
+    started = common.start(args)
     runs = []
     with tempfile.TemporaryDirectory(prefix="inductor-") as inductor_cache:
         for variant, cache_state in RUNS:  # the warm run reads what the cold run of its variant left
             env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "TORCHINDUCTOR_CACHE_DIR": inductor_cache}
-            done = subprocess.run([sys.executable, "-m", "tools.probes.compiled_decode_probe", "--child", str(args.length),
-                                   str(args.threads), variant, str(args.rounds), str(args.steps)],
-                                  env=env, capture_output=True, text=True)
-            if done.returncode:
-                sys.exit(f"{variant} failed:\n{done.stderr[-3000:]}")
-            result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[7:])
+            result = common.in_fresh_process("compiled-step", args.length, args.threads, variant, args.rounds,
+                                             args.steps, env=env)
             runs.append({**result, "inductor_cache": cache_state})
             print(f"{variant} ({cache_state} cache): compiled in {result['compile_s']} s, x"
                   f"{statistics.median(r[f'{variant}_vs_bf16'] for r in result['rounds']):.2f} bf16's speed, "
@@ -165,25 +147,18 @@ def main() -> None:
         key = f"{run['variant']}-{run['inductor_cache']}"
         summary[key] = {"compile_s": run["compile_s"], "same_tokens_as_eager": run["same_tokens_as_eager"]}
         for name in (*EAGER, run["variant"]):
-            summary[key][f"{name}_ms"] = spread([r[name] for r in run["rounds"]])
-        summary[key]["vs_bf16"] = spread([r[f"{run['variant']}_vs_bf16"] for r in run["rounds"]])
+            summary[key][f"{name}_ms"] = common.min_median_max([r[name] for r in run["rounds"]])
+        summary[key]["vs_bf16"] = common.min_median_max([r[f"{run['variant']}_vs_bf16"] for r in run["rounds"]])
     print(json.dumps(summary, indent=1))
-    if args.out:
-        from snapkv_cli.models.cpu_features import native_bf16_feature
-
-        write_result(args.out, "compiled_decode_probe", args, provenance(None, start), runs=runs, summary=summary,
-                     native_bf16=native_bf16_feature())
+    common.write(args, started, "compiled_decode_probe", runs=runs, summary=summary, kernels=True)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 def compiled_decode_table(path: str) -> str:
-    """``tools/probes/py``: per compiled variant and inductor cache, its compile time, step times
+    """Per compiled variant and inductor cache, its compile time, step times
     (median of the rounds) next to the eager steps of the same process, its speed against the eager bfloat16 steps
     (median, min-max of the rounds) and whether it chose the eager steps' tokens."""
-    import statistics
-
     report = prose.load(path)
     rows = []
     for run in report["runs"]:
@@ -199,7 +174,3 @@ def compiled_decode_table(path: str) -> str:
 
 
 TABLES = {"compiled-decode": compiled_decode_table}
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""What a decoding step runs with each ``--decode-weights`` value and two other routes: paired rounds, per-op profiles.
+"""``step-variants``: what a decoding step runs with each ``--decode-weights`` value and two other routes: paired
+rounds, per-op profiles.
 
 Prefills LENGTH tokens of prose once with the default method (budget 1024), then decodes from that compressed cache
 in rounds, every variant in turn (the order turning with the rounds, its decode path attached before its clock
@@ -19,19 +20,18 @@ records ``--profile-steps`` steps of each variant (self CPU time per op).
 
 Usage::
 
-    .venv/bin/python -m tools.probes.decode_step_variants --length 4096 --threads 2 --rounds 5 --compile \\
+    .venv/bin/python -m tools.probes.decode step-variants --length 4096 --threads 2 --rounds 5 --compile \\
         --out docs/results/decode_step_variants.json
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import time
-from pathlib import Path
 
 from tools.docs import prose
+from tools.probes.decode import common
 
 VARIANTS = ("float32", "bf16", "int4", "matmul-attention")
 # the --decode-weights value each variant's steps run (float32: none, the weights as loaded)
@@ -61,46 +61,30 @@ def install_matmul_attention(state: dict, calls: list[int]):
     return lambda: ALL_ATTENTION_FUNCTIONS.__setitem__("sdpa", sdpa)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(parser) -> None:
     parser.add_argument("--length", type=int, default=4096)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--profile-steps", type=int, default=8)
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="add the compiled-layers variant (measured last)")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import provenance, run_start, write_result
+    common.output_arguments(parser, threads=2)
 
-    start = run_start()
+
+def run(args) -> None:
+    started = common.start(args)
     import torch
 
-    torch.set_num_threads(args.threads)
-    from snapkv_cli.bench.grid import MethodGrid, default_label
-    from snapkv_cli.bench.speed import prose_ids
-    from snapkv_cli.engine import SnapKVCache, attached
-    from snapkv_cli.generation import prefill
     from snapkv_cli.generation.decode_path import attach, attached_path, detach
-    from snapkv_cli.models.loader import load_model
-    from tools.probes.decode_step_profile import profiled
 
-    loaded = load_model(None, device="cpu", dtype="float32")
-    model = loaded.model
-    ids = prose_ids(loaded.tokenizer, args.length)
-    settings = MethodGrid().settings(default_label(), 1024)  # the default method, as the bench runs it
-    cache = SnapKVCache(settings=settings, config=model.config)
-    layers = model.model.layers
     state: dict = {}
     matmul_calls = [0]
     restore = install_matmul_attention(state, matmul_calls)
     variants = list(VARIANTS)
-    with attached(model), torch.inference_mode():
-        began = time.perf_counter()
-        logits = prefill(model, ids, cache)
-        prefill_s = time.perf_counter() - began
-        token, position = [int(logits.argmax())], [len(ids)]
+    with common.prefilled(args.length) as done:
+        model, cache = done.loaded.model, done.cache
+        layers = model.model.layers
+        token, position = [done.first], [len(done.ids)]
         compiled: dict = {}
         paths: dict = {}
 
@@ -168,7 +152,7 @@ def main() -> None:
         profiles = {}
         for variant in variants:
             path = prepared(variant)
-            profiles[variant] = profiled(lambda path=path: step(path), args.profile_steps, args.top)
+            profiles[variant] = common.profiled(lambda path=path: step(path), args.profile_steps, args.top)
         cache_positions = cache.get_seq_length()
         for layer in layers:
             layer._compiled_call_impl = None
@@ -181,18 +165,16 @@ def main() -> None:
                             "vs_bf16_median": round(statistics.median(ratios), 3),
                             "vs_bf16_min": round(ratios[0], 3), "vs_bf16_max": round(ratios[-1], 3)}
         print(f"{variant}: {summary[variant]}")
-    if args.out:
-        write_result(args.out, "decode_step_variants", args, provenance(loaded, start), prompt_tokens=len(ids),
-                     prefill_s=round(prefill_s, 2), cache_positions=cache_positions, decode_paths=paths,
-                     matmul_attention_calls=matmul_calls[0], compile_s=compile_s, agreement=agreement,
-                     rounds=rounds, summary=summary, profiles=profiles)
+    common.write(args, started, "decode_step_variants", done.loaded, prompt_tokens=len(done.ids),
+                 prefill_s=round(done.prefill_s, 2), cache_positions=cache_positions, decode_paths=paths,
+                 matmul_attention_calls=matmul_calls[0], compile_s=compile_s, agreement=agreement, rounds=rounds,
+                 summary=summary, profiles=profiles)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 def decode_step_variants_table(path: str) -> str:
-    """``tools/probes/py``: per variant of a decoding step, its milliseconds per step (median of the
+    """Per variant of a decoding step, its milliseconds per step (median of the
     rounds), its speed against the bfloat16 steps (median, min-max of the paired rounds), its three costliest ops
     (self CPU milliseconds per step) and whether one step from the same cache chose float32's token."""
     report = prose.load(path)
@@ -200,8 +182,9 @@ def decode_step_variants_table(path: str) -> str:
     for variant, summary in report["summary"].items():
         ops = report["profiles"][variant]["ops"][:3]
         agreement = report["agreement"].get(variant)
+        against = prose.span(summary["vs_bf16_min"], summary["vs_bf16_max"])
         rows.append([f"`{variant}`", f"{summary['ms_median']:.1f}",
-                     f"{prose.times(summary['vs_bf16_median'])} ({prose.span(summary['vs_bf16_min'], summary['vs_bf16_max'])})",
+                     f"{prose.times(summary['vs_bf16_median'])} ({against})",
                      ", ".join(f"`{op['op'].removeprefix('aten::')}` {op['self_ms_per_step']:.1f}" for op in ops),
                      "-" if agreement is None else ("yes" if agreement["same_token_as_float32"] else "no")])
     return prose.table((["decoding step", "ms per step", "vs bf16 steps", "costliest ops (ms per step)",
@@ -209,7 +192,7 @@ def decode_step_variants_table(path: str) -> str:
 
 
 def decode_step_variants_facts(path: str) -> dict[str, str]:
-    """``tools/probes/py``: the bytes of each decode path's weights (``bf16-bytes``, ``int4-bytes``) and
+    """The bytes of each decode path's weights (``bf16-bytes``, ``int4-bytes``) and
     the seconds making them took each time (``bf16-attach``), the compile time of the compiled layers, the prompt
     and cache size, the rounds and the machine."""
     report = prose.load(path)
@@ -227,7 +210,3 @@ def decode_step_variants_facts(path: str) -> dict[str, str]:
 
 TABLES = {"decode-step-variants": decode_step_variants_table}
 FACTS = {"decode-step-variants": decode_step_variants_facts}
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,5 @@
-"""Which CPU kernel multiplies fastest on this host: one-token products ``x (1 x K) @ W.T`` and prefill-size products.
+"""``kernels``: which CPU kernel multiplies fastest on this host: one-token products ``x (1 x K) @ W.T`` and
+prefill-size products.
 
 For each weight shape, every variant runs in turn within a round (so a busy machine slows them alike), ``--rounds``
 rounds; a variant's time in a round is the median of ``--calls`` calls after one warm-up call, and its ratio to
@@ -18,17 +19,16 @@ rest of the provenance.
 
 Usage::
 
-    .venv/bin/python -m tools.probes.kernel_probe --threads 1 --rounds 5 --out docs/results/kernel_probe.json
+    .venv/bin/python -m tools.probes.decode kernels --threads 1 --rounds 5 --out docs/results/kernel_probe.json
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
-from pathlib import Path
 
 from tools.docs import prose
+from tools.probes.decode import common
 
 # (rows N, columns K): one MLP matrix of the default model, its output projection, gemma3-270m's output projection
 DECODE_SHAPES = ((1536, 576), (49152, 576), (262144, 640))
@@ -141,43 +141,15 @@ def probe(shape_label: str, calls_by_variant: dict, rounds: int, calls: int) -> 
     return summary
 
 
-def start_probe(description: str) -> tuple[argparse.Namespace, dict]:
-    """A probe's command line (threads, rounds, calls, out) and its run's start; torch set to those threads, and
-    the host's native bfloat16 and load printed."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--threads", type=int, default=1)
+def arguments(parser) -> None:
+    """The options of a measurement of products: threads and JSON, rounds, calls per variant per round."""
+    common.output_arguments(parser)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=9, help="calls per variant per round (the median is kept)")
-    parser.add_argument("--out", type=Path, help="write the results with their provenance to this JSON file")
-    args = parser.parse_args()
-    from snapkv_cli.bench.provenance import run_start
-
-    start = run_start()
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from snapkv_cli.models.cpu_features import native_bf16_feature
-
-    print(f"threads {torch.get_num_threads()}, native bf16: {native_bf16_feature()}, "
-          f"load {start['load_average_before']}", flush=True)
-    return args, start
 
 
-def write_probe(args: argparse.Namespace, start: dict, kind: str, **body) -> None:
-    """The probe's JSON (with ``--out``): its results, the host's native bfloat16 and torch's CPU capability."""
-    if not args.out:
-        return
-    import torch
-
-    from snapkv_cli.bench.provenance import provenance, write_result
-    from snapkv_cli.models.cpu_features import native_bf16_feature
-
-    write_result(args.out, kind, args, provenance(None, start), native_bf16=native_bf16_feature(),
-                 cpu_capability=torch.backends.cpu.get_cpu_capability(), **body)
-
-
-def main() -> None:
-    args, start = start_probe(__doc__.split("\n")[0])
+def run(args) -> None:
+    started = common.start(args)
     import torch
 
     decode = {}
@@ -192,12 +164,11 @@ def main() -> None:
     for m, rows, k in PREFILL_SHAPES:
         label = f"{m}x{k} @ {rows}x{k}.T"
         prefill[label] = probe(label, make_calls(rows, k, m, PREFILL_VARIANTS), args.rounds, args.calls)
-    write_probe(args, start, "kernel_probe", mkldnn_available=torch.backends.mkldnn.is_available(), decode=decode,
-                prefill=prefill)
+    common.write(args, started, "kernel_probe", kernels=True, mkldnn_available=torch.backends.mkldnn.is_available(),
+                 decode=decode, prefill=prefill)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from its JSON (tools.docs.tables) ---------------------------------------------------
 
 KERNEL_VARIANTS = {"float32": "float32", "bf16_onednn": "bf16, oneDNN on", "bf16_no_onednn": "bf16, oneDNN off",
                    "int8_bf16": "int8 op, bf16 x", "int8_f32": "int8 op, float32 x", "int4_bf16": "int4 op, bf16 x",
@@ -211,7 +182,7 @@ COMPILED_VARIANTS = {"float32": "float32", "bf16": "bf16", "float32_compiled": "
 
 
 def kernel_probe_table(path: str) -> str:
-    """``tools/probes/py`` (or ``tools/probes/compiled_probe.py``): each product's milliseconds per call per kernel
+    """This measurement's or ``compiled-kernels``': each product's milliseconds per call per kernel
     (median of the rounds) and its speed against float32 within each round (median, min-max); the one-token
     products first, then prefill-size ones; a kernel that did not compile, its error."""
     report = prose.load(path)
@@ -233,7 +204,7 @@ def kernel_probe_table(path: str) -> str:
 
 
 def kernel_probe_facts(path: str) -> dict[str, str]:
-    """``tools/probes/py``: where it ran (CPUs, vector features, bfloat16, torch, threads, load), its rounds."""
+    """Where it ran (CPUs, vector features, bfloat16, torch, threads, load), its rounds."""
     report = prose.load(path)
     facts = {"rounds": str(report["args"]["rounds"]), **prose.machine_facts(report["provenance"])}
     gemma = report["decode"].get("1x640 @ 262144x640.T", {})
@@ -248,7 +219,3 @@ def kernel_probe_facts(path: str) -> dict[str, str]:
 
 TABLES = {"kernel-probe": kernel_probe_table, "compiled-probe": kernel_probe_table}
 FACTS = {"kernel-probe": kernel_probe_facts, "compiled-probe": kernel_probe_facts}
-
-
-if __name__ == "__main__":
-    main()
