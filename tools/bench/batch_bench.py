@@ -165,8 +165,7 @@ def main() -> None:
         options.out.write_text(text + "\n", encoding="utf-8")
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def batch_table(path: str) -> str:
     """docs/batch.md's table: the three ways' wall times, per question, a worker's time per answer, the speed-ups."""

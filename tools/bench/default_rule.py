@@ -171,8 +171,7 @@ def main() -> int:
     return 0
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def default_rule_table(folder: str) -> str:
     """The committed default-method rule applied to its confirmation run (recomputed from the run's JSON)."""

@@ -144,8 +144,7 @@ def main() -> int:
     return 0
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def dtype_retention(folder: str, *niah_reference: str, candidate: str = "bfloat16",
                     header: str = "float32's right answers kept in bfloat16") -> str:

@@ -241,8 +241,7 @@ def main() -> None:
         run_all(args)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def long_cost_table(path: str) -> str:
     """Cost against prompt length, every run, and the growth exponents."""

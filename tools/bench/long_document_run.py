@@ -46,8 +46,7 @@ def main() -> None:
     print(report["answer"])
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def long_document_facts(path: str) -> dict[str, str]:
     """One ``snapkv ask`` about a long PDF, where it ran, its prompt, answer

@@ -123,8 +123,7 @@ def main() -> None:
         write_result(args.out, "long_memory", args, provenance(None, start), runs=rows)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def long_memory_table(path: str) -> str:
     """Where a long prefill's peak RSS comes from, per length and prefill chunk."""

@@ -128,8 +128,7 @@ def main() -> int:
     return 0
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def methods_timing(path: str) -> str:
     """Every method's prefill, selection and decode next to SnapKV's, recomputed from

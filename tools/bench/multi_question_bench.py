@@ -220,8 +220,7 @@ def main() -> None:
         options.out.write_text(text + "\n", encoding="utf-8")
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def multi_question_runs(path: str) -> str:
     """multi_question.md's wall-time table."""

@@ -185,8 +185,7 @@ def main() -> int:
     return 0
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def prefill_table(path: str) -> str:
     """Each variant's prefill in fresh processes, medians and the per-round ratio to

@@ -350,8 +350,7 @@ def main() -> int:
     return 0
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def selection_cost(path: str) -> str:
     """Every method's selection seconds and share of its one-pass prefill, per

@@ -200,8 +200,7 @@ def main() -> None:
         write_result(args.out, "serve_bench", args, provenance(None, start), **result)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def serve_table(path: str) -> str:
     """A cold ask against the same question to a running server, per paired round."""

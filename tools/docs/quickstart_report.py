@@ -34,8 +34,7 @@ def main() -> None:
                  run=shlex.join(["snapkv", *command[1:]]), report=json.loads(done.stdout))
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def report_panel(path: str) -> str:
     """The report panel of a committed answer's JSON (``tools.docs.quickstart_report``), drawn by the CLI's own view

@@ -80,8 +80,7 @@ def main() -> None:
         write_result(args.out, "selection_threads", args, provenance(loaded, start), runs=runs)
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def selection_threads_table(path: str) -> str:
     """The default method's whole selection step per way of choosing its threads,

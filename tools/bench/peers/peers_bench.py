@@ -294,8 +294,7 @@ def markdown_summary(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-
-# -- the docs' tables and facts from this run's JSON (tools.docs.tables) --------------------
+# -- the docs' tables and facts from this run's JSON (tools.docs.tables) -----------------------------------------------
 
 def _same(rows: list[dict], mine: tuple[str, int | None], theirs: tuple[str, int | None]) -> tuple[int, int, int]:
     """Two configurations (label, budget) on the same prompts: (identical answers, same verdicts, prompts)."""
