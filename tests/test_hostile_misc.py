@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ import snapkv_cli.cli as cli
 from snapkv_cli.engine import CompressionSettings
 from snapkv_cli.engine.settings import MAX_CONTEXT_TOKENS
 from snapkv_cli.errors import BudgetTooSmall, UserError
-from snapkv_cli.models import default_model as dm
+from snapkv_cli.models import catalog
+from tests.helpers import replace_builtin
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,12 +144,14 @@ def test_a_full_disk_while_converting_the_default_model(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("SNAPKV_CACHE_DIR", str(cache))
     payload = b"GGUF stand-in"
-    wheel = tmp_path / dm.WHEEL_FILENAME
+    default = catalog.by_name(catalog.DEFAULT)
+    part = default.gguf.parts[0]
+    wheel = tmp_path / part.filename
     with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr(dm.GGUF_MEMBER, payload)
-    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
-    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
-    monkeypatch.setattr(dm, "GGUF_SHA256", hashlib.sha256(payload).hexdigest())
+        archive.writestr(part.member, payload)
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(wheel))
+    default = replace_builtin(monkeypatch, catalog.DEFAULT, sha256=hashlib.sha256(payload).hexdigest(),
+                              parts=[replace(part, sha256=hashlib.sha256(wheel.read_bytes()).hexdigest())])
 
     class FullDiskModel:
         config = None
@@ -167,14 +171,14 @@ def test_a_full_disk_while_converting_the_default_model(tmp_path, monkeypatch):
     monkeypatch.setattr(transformers, "AutoModelForCausalLM", Loader)
     monkeypatch.setattr(transformers, "AutoTokenizer", Loader)
     with pytest.raises(UserError) as info:
-        dm.ensure_default_model()
+        default.ensure()
     message = str(info.value)
     assert "could not write the model cache" in message and "No space left on device" in message
     assert "free some disk space" in message and "\n" not in message
     models = cache / "models"
-    assert not dm.default_model_dir().exists()
+    assert not default.directory().exists()
     assert not [p for p in models.iterdir() if p.is_dir()]  # no download or staging directory left
-    assert json.dumps(dm.default_model_status())  # and the status still reads
+    assert json.dumps(default.status()) and default.status()["cached"] is False  # and the status still reads
 
 
 # --------------------------------------------------------------------------- names too long for the file system

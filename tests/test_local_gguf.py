@@ -100,7 +100,8 @@ def test_first_use_tells_the_hashing_and_the_setup_and_records_the_file(cache, c
         fh.truncate(87_500_000)  # sparse: 87.5 MB of zeros, shown as 88 MB
     messages: list[str] = []
     target = local_gguf.ensure(gguf, progress=messages.append)
-    assert messages[:2] == ["Hashing big.gguf (88 MB)...", f"Setting up big.gguf in {target} (once)."]
+    assert messages[:2] == ["Hashing big.gguf (88 MB)...",
+                            f"Setting up big.gguf in {target} (once; about 0.4 GB of disk at its peak)."]
     marker = json.loads((target / conversion.MARKER_NAME).read_text())
     assert {key: marker[key] for key in ("model", "source", "gguf_file")} == {
         "model": "big.gguf", "source": str(gguf.resolve()), "gguf_file": "big.gguf"}
@@ -167,7 +168,8 @@ def test_a_gguf_loaded_in_bfloat16_reads_its_bfloat16_copy_and_tells_each_step(c
     messages: list[str] = []
     loaded = load_model(str(gguf), device="cpu", dtype="bfloat16", progress=messages.append)
     assert loaded.source == str(target / "bfloat16") and loaded.dtype == torch.bfloat16
-    assert messages[:2] == ["Hashing tiny.gguf (0 MB)...", f"Setting up tiny.gguf in {target} (once)."]
+    assert messages[:2] == ["Hashing tiny.gguf (0 MB)...",
+                            f"Setting up tiny.gguf in {target} (once; about 0.1 GB of disk at its peak)."]
     assert f"Saving a bfloat16 copy of {target.name} (once)..." in messages
     assert messages[-1] == f"Loading {gguf} (bfloat16, cpu)..."
     assert 0 <= loaded.load_seconds < 600

