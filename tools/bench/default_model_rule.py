@@ -58,9 +58,8 @@ def measure_costs(models: tuple[str, ...], rounds: int, work: Path) -> dict:
         shift = round_index % len(models)
         for model in models[shift:] + models[:shift]:
             path, tokens = documents[model]
-            command = [str(SNAPKV), "ask", str(path), QUESTION, "--json", "--quiet", "--model", model,
-                       "--threads", str(THREADS)]
-            out, wall, rss = run_measured(command, thread_env(THREADS))
+            command = [str(SNAPKV), "ask", str(path), QUESTION, "--json", "--quiet", "--model", model]
+            out, wall, rss = run_measured(command, thread_env(THREADS))  # the threads come from OMP_NUM_THREADS
             report = json.loads(out)
             runs[model].append({"round": round_index, "wall_s": round(wall, 2), "peak_rss_mb": round(rss, 1),
                                 "prompt_tokens": report.get("prompt_tokens", tokens), "load": load_average()})
